@@ -1,0 +1,234 @@
+"""`pinwheel chat | plan | score | bench`: the engine from a terminal.
+
+Every user error (bad model file, impossible setting) prints one line and exits 2; anything
+unexpected prints one line and exits 1 (PINWHEEL_DEBUG=1 shows the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .budget import DEFAULT_BUDGET, KV_DTYPES, MIB
+from .errors import PinwheelError, SettingsError
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model and memory")
+    g.add_argument("--model", metavar="PATH", help="GGUF file (default: $PINWHEEL_MODEL, the models folder, SmolLM2-135M)")
+    g.add_argument("--kv-dtype", choices=KV_DTYPES, default="int8", help="KV cache precision (default int8)")
+    g.add_argument("--kv-budget-mib", type=float, default=DEFAULT_BUDGET / MIB, metavar="X",
+                   help="KV cache budget in MiB (default 11.5)")
+    g.add_argument("--window", type=int, default=None, metavar="N", help="cap the sliding window (tokens)")
+    g.add_argument("--sinks", default=None, metavar="N", help="pinned sink tokens (chat default: the system prompt)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .version import __version__
+
+    ap = argparse.ArgumentParser(prog="pinwheel", description="Local chat on a bounded KV cache.")
+    ap.add_argument("--version", action="version", version=f"pinwheel {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("chat", help="chat in the terminal (REPL, or one --prompt)")
+    _model_options(c)
+    c.add_argument("--system", metavar="TEXT", help="system prompt (pinned as sinks)")
+    c.add_argument("--prompt", metavar="TEXT", help="answer this once and exit")
+    c.add_argument("--max-tokens", type=int, default=512, metavar="N")
+    c.add_argument("--ignore-eos", action="store_true", help="keep generating past end-of-turn")
+    c.add_argument("--temperature", type=float, default=None, metavar="T")
+    c.add_argument("--top-p", type=float, default=None, metavar="P")
+    c.add_argument("--top-k", type=int, default=None, metavar="K")
+    c.add_argument("--min-p", type=float, default=None, metavar="P")
+    c.add_argument("--repeat-penalty", type=float, default=None, metavar="R")
+    c.add_argument("--seed", type=int, default=None, metavar="S")
+    c.add_argument("--json", action="store_true", help="print one JSON object per reply")
+
+    p = sub.add_parser("plan", help="show the memory plan for a model and setting")
+    _model_options(p)
+    p.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("score", help="perplexity of a text under a memory setting (StreamingLLM eval)")
+    s.add_argument("file", metavar="FILE", help="UTF-8 text file ('-' for stdin)")
+    _model_options(s)
+    s.add_argument("--chunk", type=int, default=64, metavar="N", help="tokens per forward (default 64)")
+    s.add_argument("--max-tokens", type=int, default=None, metavar="N", help="score only the first N tokens")
+    s.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("bench", help="speed and memory benchmark (vs llama.cpp when installed)")
+    b.add_argument("rest", nargs=argparse.REMAINDER)
+    return ap
+
+
+def _sinks_arg(value, default):
+    if value is None or value == "auto":
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise SettingsError(f"--sinks must be a number or 'auto' (got {value!r})") from None
+    if n < 0:
+        raise SettingsError(f"--sinks must be 0 or more (got {n})")
+    return n
+
+
+def _load(args):
+    from .gguf_loader import load_model
+    from .model_locator import locate_model
+
+    return load_model(locate_model(args.model))
+
+
+def _plan(args, config, sinks):
+    from .budget import plan_memory
+
+    if args.kv_budget_mib is None or not args.kv_budget_mib > 0:
+        raise SettingsError(f"--kv-budget-mib must be positive (got {args.kv_budget_mib})")
+    if args.window is not None and args.window <= 0:
+        raise SettingsError(f"--window must be positive (got {args.window})")
+    return plan_memory(config, args.kv_dtype, int(args.kv_budget_mib * MIB), window=args.window, sinks=sinks)
+
+
+def cmd_plan(args) -> int:
+    from .gguf_loader import check_header, config_from_metadata, metadata, read_gguf
+    from .model_locator import locate_model
+
+    path = locate_model(args.model)
+    check_header(path)
+    cfg = config_from_metadata(metadata(read_gguf(path)))  # no weights needed for a plan
+    plan = _plan(args, cfg, _sinks_arg(args.sinks, 4))
+    d = plan.to_dict()
+    if args.json:
+        print(json.dumps(d))
+    else:
+        print(f"model              {cfg.name or path.name} ({cfg.n_layers} layers, kv_dim {cfg.kv_dim})")
+        for k in ("kv_dtype", "budget_bytes", "bytes_per_position", "slots", "sinks", "window", "kv_bytes"):
+            print(f"{k:<18} {d[k]:,}" if isinstance(d[k], int) else f"{k:<18} {d[k]}")
+    return 0
+
+
+def cmd_chat(args) -> int:
+    from .events import Done, Token
+    from .sampler import SamplingParams
+    from .session import ChatSession
+
+    model = _load(args)
+    sampling = SamplingParams().with_(
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k, min_p=args.min_p,
+        repetition_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
+        ignore_eos=args.ignore_eos,
+    )
+    plan = _plan(args, model.config, 4)
+    session = ChatSession(model, plan, system=args.system, sampling=sampling,
+                          sinks=_sinks_arg(args.sinks, "auto"))
+
+    def answer(text: str) -> None:
+        done = None
+        for ev in session.stream(text):
+            if isinstance(ev, Token) and not args.json:
+                sys.stdout.write(ev.text)
+                sys.stdout.flush()
+            elif isinstance(ev, Done):
+                done = ev
+        st = session.stats()
+        if args.json:
+            print(json.dumps({
+                "reply": done.reply, "finish_reason": done.reason,
+                "prompt_tokens": done.prompt_tokens, "generated_tokens": done.generated_tokens,
+                "prefill_tok_s": round(done.prefill_tok_s, 2), "decode_tok_s": round(done.decode_tok_s, 2),
+                "ttft_s": round(done.ttft_s, 4), "kv_bytes": st.kv_bytes, "cache_tokens": st.cache_tokens,
+                "evicted_tokens": st.evicted_tokens, "tokens_seen": st.tokens_seen,
+                "sinks": st.sink_tokens, "window": st.window, "rss_bytes": st.rss_bytes,
+                "weight_bytes": st.weight_bytes,
+            }), flush=True)
+        else:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+
+    if args.prompt is not None:
+        answer(args.prompt)
+        return 0
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"Pinwheel — {model.name}; KV {session.plan.kv_bytes:,} B, window {session.plan.window}, "
+              f"sinks {session.plan.sinks}. Empty line or Ctrl-D quits; /stats shows memory.", file=sys.stderr)
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line or (interactive and not line.strip()):
+            return 0
+        line = line.rstrip("\n")
+        if line.strip() == "/stats":
+            print(json.dumps(session.stats().to_dict()), file=sys.stderr)
+            continue
+        if line.strip():
+            answer(line)
+
+
+def cmd_score(args) -> int:
+    import math
+
+    from .scoring import score
+
+    if args.chunk < 1:
+        raise SettingsError(f"--chunk must be at least 1 (got {args.chunk})")
+    text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    model = _load(args)
+    ids = model.tokenizer.encode(text, add_bos=model.tokenizer.add_bos, parse_special=False)
+    if args.max_tokens:
+        ids = ids[: args.max_tokens]
+    if len(ids) < 2:
+        raise SettingsError("the text is too short to score (fewer than 2 tokens)")
+    plan = _plan(args, model.config, _sinks_arg(args.sinks, 4))
+    t0 = time.perf_counter()
+    logp = score(model, ids, plan, chunk=args.chunk)
+    nll = float(-logp.mean())
+    out = {"tokens": len(ids), "nll": nll, "ppl": math.exp(nll), "window": plan.window, "sinks": plan.sinks,
+           "kv_dtype": plan.kv_dtype, "kv_bytes": plan.kv_bytes, "seconds": round(time.perf_counter() - t0, 2)}
+    print(json.dumps(out) if args.json else "\n".join(f"{k:<10} {v}" for k, v in out.items()))
+    return 0
+
+
+def _read_text(path: str) -> str:
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(f"text file not found: {p}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"{p} is not UTF-8 text") from None
+    except OSError as e:
+        raise SettingsError(f"cannot read {p}: {e.strerror}") from None
+
+
+def cmd_bench(args) -> int:
+    from bench import run as bench_run  # the benchmark lives outside the engine
+
+    return bench_run.main(args.rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"chat": cmd_chat, "plan": cmd_plan, "score": cmd_score, "bench": cmd_bench}[args.command](args)
+    except PinwheelError as e:
+        print(f"pinwheel: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except MemoryError:
+        print("pinwheel: error: out of memory (try a smaller --kv-budget-mib or model)", file=sys.stderr)
+        return 1
+    except Exception as e:  # never a traceback for a user; PINWHEEL_DEBUG=1 shows it
+        if os.environ.get("PINWHEEL_DEBUG"):
+            raise
+        print(f"pinwheel: internal error: {type(e).__name__}: {e} (PINWHEEL_DEBUG=1 for details)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Feeding tokens through the model into the bounded cache.
+
+`Decoder` owns the device cache (allocated once per plan) and the host `Ring`; it turns a list
+of token ids into fixed-size chunks (static shapes: one compile for prefill chunks, one for
+single-token decode steps) and returns the logits the caller asked for.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import jax
+import numpy as np
+
+from . import forward, rope
+from .budget import MemoryPlan
+from .kv_cache import Ring, allocate
+
+PREFILL_CHUNK = 64
+
+
+class Decoder:
+    def __init__(self, model, plan: MemoryPlan, n_sink: int | None = None, chunk: int = PREFILL_CHUNK):
+        self.model = model
+        self.cfg = model.config
+        self.plan = plan
+        self.chunk = chunk
+        self.theta = rope.inv_freq(self.cfg, getattr(model, "rope_freq_factors", None))
+        self.cache = allocate(self.cfg, plan)  # the only KV allocation this decoder ever makes
+        self.lock = threading.Lock()  # guards the ring against stats readers on other threads
+        self.ring = Ring(plan.capacity, plan.sinks if n_sink is None else n_sink)
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.cache.nbytes
+
+    def reset(self, n_sink: int, start_pos: int = 0) -> None:
+        """Forget every token (the arrays stay; masks come from the ring's positions)."""
+        with self.lock:
+            self.ring = Ring(self.plan.capacity, n_sink)
+            self.ring.next_pos = start_pos
+
+    def skip(self, n: int) -> None:
+        """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""
+        with self.lock:
+            self.ring.next_pos += n
+
+    def rewind(self, pos: int) -> bool:
+        """Drop tokens at positions >= pos, when nothing older was overwritten by them."""
+        with self.lock:
+            r = self.ring
+            if r.next_pos > r.capacity or pos > r.next_pos or pos < r.n_sink:
+                return False
+            r.slot_pos[r.slot_pos >= pos] = -1
+            r.next_pos = pos
+            return True
+
+    def feed(
+        self,
+        ids,
+        *,
+        all_logits: bool = False,
+        chunk: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> np.ndarray | None:
+        """Run ids through the model. Returns logits of the last token ([V]), or of every token
+        ([n, V]) with all_logits. A single token uses the decode-step shape (chunk 1)."""
+        ids = np.asarray(ids, dtype=np.int32).reshape(-1)
+        if ids.size == 0:
+            return None
+        C = 1 if ids.size == 1 else (chunk or self.chunk)
+        out = []
+        for start in range(0, ids.size, C):
+            if cancelled is not None and cancelled():
+                return None
+            part = ids[start : start + C]
+            logits = self._run(part, C, all_logits)
+            out.append(logits[: part.size] if all_logits else logits)
+            if progress is not None:
+                progress(min(start + C, ids.size), ids.size)
+        return np.concatenate(out) if all_logits else out[-1][0]
+
+    def _run(self, part: np.ndarray, C: int, all_logits: bool) -> np.ndarray:
+        n = part.size
+        with self.lock:
+            cp = self.ring.plan_chunk(n, C)
+        tokens = np.zeros(C, np.int32)
+        tokens[:n] = part
+        tokens[n:] = part[-1]
+        cos, sin = rope.cos_sin(cp.q_pos, self.theta)
+        scos, ssin = rope.cos_sin(cp.sink_q_pos, self.theta)
+        batch = forward.Batch(tokens, cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot, np.int32(n - 1))
+        logits, self.cache = forward.step(self.model.params, self.cache, batch, self.cfg, all_logits)
+        logits = np.asarray(jax.device_get(logits))
+        with self.lock:
+            self.ring.commit(cp)
+        return logits

@@ -1,0 +1,182 @@
+"""The llama transformer over the bounded cache: one function for prefill chunks and decode steps.
+
+`step(params, cache, batch)` runs C new tokens (C = 1 for decode, the chunk size for prefill)
+through every layer. Each layer attends over [cached slots, the chunk's own keys] with a mask
+the host derived from slot positions, so the result is exact whatever the chunking. The new
+K/V are written into the ring after the layer scan, in place (the cache is donated).
+
+Weights are int8 with one f32 scale per output row. XLA:CPU has no fast int8 or bf16 dot. For a
+few rows, `x @ w.astype(f32).T` is fused by XLA into one loop that converts as it reads (no f32
+copy of the weight; measured 10-15 ms for 30 layers of 3072x576 against 23-29 ms for a
+multiply+reduce spelling and 33-44 ms for f32 weights, bench/micro_linear.py). For a prefill
+chunk the weight is upcast once behind an optimization barrier and used in a real GEMM.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .budget import KV_GROUP
+from .config import ModelConfig
+from .kv_cache import KVCache
+
+# Up to this many rows, the multiply+reduce form beats upcasting the weight for a matmul.
+MATVEC_ROWS = 8
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class QLinear:
+    """int8 weight [..., out, in] with an f32 scale per output row [..., out]."""
+
+    q: jax.Array
+    scale: jax.Array
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.q.nbytes) + int(self.scale.nbytes)
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class Layers:
+    """Per-layer weights stacked on a leading layer axis, so one scan runs them all."""
+
+    attn_norm: jax.Array  # [L, d]
+    wqkv: QLinear  # [L, (H + 2 * KVH) * hd, d]   q, k, v merged: one read of x
+    wo: QLinear  # [L, d, H * hd]
+    ffn_norm: jax.Array  # [L, d]
+    w_gate_up: QLinear  # [L, 2 * F, d]           gate and up merged
+    w_down: QLinear  # [L, d, F]
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class Params:
+    embed: QLinear  # [V, d] (also the head when tied)
+    layers: Layers
+    out_norm: jax.Array  # [d]
+    head: QLinear  # [V, d]
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class Batch:
+    """One chunk's inputs, all derived on the host (see kv_cache.Ring.plan_chunk)."""
+
+    tokens: jax.Array  # [C] int32
+    cos: jax.Array  # [C, hd/2] rotation at the token's stream index
+    sin: jax.Array
+    sink_cos: jax.Array  # [C, hd/2] rotation of the query against the sinks
+    sink_sin: jax.Array
+    mask: jax.Array  # [C, S + C] bool
+    key_sink: jax.Array  # [S + C] bool
+    write_slot: jax.Array  # [C] int32
+    last: jax.Array  # () int32: index of the last real row (rows after it are padding)
+
+
+def linear(x: jax.Array, w: QLinear) -> jax.Array:
+    """x [C, in] @ w.T -> [C, out], consuming int8 weights without an f32 copy for small C."""
+    if x.shape[0] <= MATVEC_ROWS:
+        y = jnp.dot(x, w.q.astype(jnp.float32).T, preferred_element_type=jnp.float32)
+    else:
+        wf = lax.optimization_barrier(w.q.astype(jnp.float32))
+        y = jnp.dot(x, wf.T, preferred_element_type=jnp.float32)
+    return y * w.scale
+
+
+def rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
+    return x * lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
+    """Rotate-half RoPE; x [C, heads, hd], cos/sin [C, hd/2] (weights were un-permuted at load)."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[:, None, :], sin[:, None, :]
+    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+
+
+def quantize_kv(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """[C, kv] f32 -> int8 values and one f32 scale per 32 values (Needle's KV format)."""
+    g = x.reshape(x.shape[0], -1, KV_GROUP)
+    scale = jnp.max(jnp.abs(g), axis=-1) / 127.0
+    q = jnp.round(g / jnp.where(scale == 0, 1.0, scale)[..., None])
+    return jnp.clip(q, -127, 127).astype(jnp.int8).reshape(x.shape), scale
+
+
+def dequantize_kv(q: jax.Array, scale: jax.Array | None) -> jax.Array:
+    if scale is None:
+        return q.astype(jnp.float32)
+    g = q.astype(jnp.float32).reshape(q.shape[0], -1, KV_GROUP)
+    return (g * scale[..., None]).reshape(q.shape)
+
+
+def attention(cfg: ModelConfig, q, k_all, v_all, batch: Batch):
+    """q [C, H, hd] un-rotated; k_all/v_all [S + C, KVH, hd] (keys already rotated)."""
+    C, G, KVH = q.shape[0], cfg.q_per_kv, cfg.n_kv_heads
+    qw = rope(q, batch.cos, batch.sin).reshape(C, KVH, G, -1)
+    qs = rope(q, batch.sink_cos, batch.sink_sin).reshape(C, KVH, G, -1)
+    scores_w = jnp.einsum("ckgd,skd->kgcs", qw, k_all)
+    scores_s = jnp.einsum("ckgd,skd->kgcs", qs, k_all)
+    scores = jnp.where(batch.key_sink, scores_s, scores_w) * (cfg.head_dim**-0.5)
+    scores = jnp.where(batch.mask, scores, -jnp.inf)
+    probs = jax.nn.softmax(scores, axis=-1)
+    out = jnp.einsum("kgcs,skd->ckgd", probs, v_all)
+    return out.reshape(C, -1)
+
+
+def layer(cfg: ModelConfig, batch: Batch, x, w, k_cache, v_cache, k_scale, v_scale):
+    C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    h = rms_norm(x, w.attn_norm, cfg.rms_eps)
+    qkv = linear(h, w.wqkv)
+    q = qkv[:, : H * hd].reshape(C, H, hd)
+    k = rope(qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd), batch.cos, batch.sin).reshape(C, -1)
+    v = qkv[:, (H + KVH) * hd :]
+    if k_scale is not None:  # int8 cache: attend to exactly what will be stored
+        k_store, ks = quantize_kv(k)
+        v_store, vs = quantize_kv(v)
+        k_new, v_new = dequantize_kv(k_store, ks), dequantize_kv(v_store, vs)
+    else:
+        k_store, v_store, ks, vs = k.astype(k_cache.dtype), v.astype(v_cache.dtype), None, None
+        k_new, v_new = k_store.astype(jnp.float32), v_store.astype(jnp.float32)
+    k_all = jnp.concatenate([dequantize_kv(k_cache, k_scale), k_new]).reshape(-1, KVH, hd)
+    v_all = jnp.concatenate([dequantize_kv(v_cache, v_scale), v_new]).reshape(-1, KVH, hd)
+    x = x + linear(attention(cfg, q, k_all, v_all, batch), w.wo)
+    h = rms_norm(x, w.ffn_norm, cfg.rms_eps)
+    gate, up = jnp.split(linear(h, w.w_gate_up), 2, axis=-1)
+    x = x + linear(jax.nn.silu(gate) * up, w.w_down)
+    return x, (k_store, v_store, ks, vs)
+
+
+def embed(params: Params, tokens: jax.Array) -> jax.Array:
+    return params.embed.q[tokens].astype(jnp.float32) * params.embed.scale[tokens][:, None]
+
+
+@partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))
+def step(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig, all_logits: bool = False):
+    """Run one chunk; returns (logits [C, V] or [1, V] for the last real row, new cache)."""
+    x = embed(params, batch.tokens)
+
+    def body(x, xs):
+        w, kc, vc, ksc, vsc = xs
+        return layer(cfg, batch, x, w, kc, vc, ksc, vsc)
+
+    x, (k_new, v_new, ks_new, vs_new) = lax.scan(
+        body, x, (params.layers, cache.k, cache.v, cache.k_scale, cache.v_scale)
+    )
+    slot = batch.write_slot
+    cache = KVCache(
+        cache.k.at[:, slot].set(k_new, mode="drop"),
+        cache.v.at[:, slot].set(v_new, mode="drop"),
+        None if ks_new is None else cache.k_scale.at[:, slot].set(ks_new, mode="drop"),
+        None if vs_new is None else cache.v_scale.at[:, slot].set(vs_new, mode="drop"),
+    )
+    if not all_logits:
+        x = lax.dynamic_slice_in_dim(x, batch.last, 1)
+    x = rms_norm(x, params.out_norm, cfg.rms_eps)
+    return linear(x, params.head), cache

@@ -1,0 +1,301 @@
+"""Reading a GGUF chat model: validate, read metadata, dequantize tensors into the engine's
+int8 weights.
+
+A GGUF file comes from a stranger, so nothing in it is trusted: the header's counts are checked
+against the file size before the `gguf` reader walks them, every tensor is checked against the
+shapes the metadata implies, and every failure becomes one ModelFileError line.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from .config import ModelConfig
+from .errors import ModelFileError
+from .forward import Layers, Params, QLinear
+
+SUPPORTED_ARCHS = ("llama",)
+SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+# Smallest on-disk size of one key/value pair and one tensor-info record: a header that
+# claims more of them than the file could hold is lying, and is refused before parsing.
+_MIN_KV_BYTES = 8 + 1 + 4 + 1
+_MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
+_LIMITS = dict(n_layers=1024, d_model=65536, n_heads=1024, ffn_dim=1 << 20, vocab_size=1 << 22)
+
+
+def check_header(path: Path) -> int:
+    """Cheap checks before the gguf reader touches the file; returns the file size."""
+    if not path.exists():
+        raise ModelFileError(f"model file not found: {path}")
+    if not path.is_file():
+        raise ModelFileError(f"not a file: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelFileError(f"model file is empty: {path}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+    except OSError as e:
+        raise ModelFileError(f"cannot read model file {path}: {e.strerror or e}") from None
+    if len(head) < 4 or head[:4] != b"GGUF":
+        raise ModelFileError(f"not a GGUF file (bad magic {head[:4]!r}): {path}")
+    if len(head) < 24:
+        raise ModelFileError(f"GGUF file is truncated inside its header ({size} bytes): {path}")
+    version, n_tensors, n_kv = struct.unpack("<IQQ", head[4:24])
+    if version not in (2, 3):
+        raise ModelFileError(f"unsupported GGUF version {version} (supported: 2, 3): {path}")
+    if n_kv * _MIN_KV_BYTES > size or n_tensors * _MIN_TENSOR_INFO_BYTES > size:
+        raise ModelFileError(
+            f"corrupt GGUF header: it claims {n_tensors} tensors and {n_kv} metadata entries, "
+            f"more than a {size}-byte file can hold: {path}"
+        )
+    return size
+
+
+def read_gguf(path: str | os.PathLike):
+    """Open with the gguf package after the header checks; any parse failure is one line."""
+    import gguf
+
+    p = Path(path)
+    check_header(p)
+    try:
+        return gguf.GGUFReader(p, "r")
+    except (ValueError, IndexError, KeyError, TypeError, struct.error, OverflowError, MemoryError) as e:
+        raise ModelFileError(f"malformed GGUF file ({type(e).__name__}: {_short(e)}): {p}") from None
+
+
+def _short(e: BaseException, n: int = 160) -> str:
+    s = " ".join(str(e).split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def metadata(reader) -> dict[str, Any]:
+    """GGUF key/values as plain Python values (lists for arrays)."""
+    md: dict[str, Any] = {}
+    for key, f in reader.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        try:
+            md[key] = f.contents()
+        except Exception as e:  # a field the gguf package itself cannot decode
+            raise ModelFileError(f"unreadable metadata field {key!r}: {_short(e)}") from None
+    return md
+
+
+def _get(md: dict, key: str, kind: type, default: Any = None):
+    v = md.get(key, default)
+    if v is None:
+        raise ModelFileError(f"missing metadata key {key!r}")
+    if kind is int and isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if kind is float and isinstance(v, int):
+        v = float(v)
+    if not isinstance(v, kind) or isinstance(v, bool) and kind is not bool:
+        raise ModelFileError(f"metadata key {key!r} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelConfig:
+    arch = md.get("general.architecture")
+    if not isinstance(arch, str):
+        raise ModelFileError("missing metadata key 'general.architecture'")
+    if arch not in SUPPORTED_ARCHS:
+        raise ModelFileError(f"unsupported model architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})")
+    n_heads = _get(md, f"{arch}.attention.head_count", int)
+    d_model = _get(md, f"{arch}.embedding_length", int)
+    tokens = md.get("tokenizer.ggml.tokens")
+    vocab = _get(md, f"{arch}.vocab_size", int, len(tokens) if isinstance(tokens, list) else None)
+    cfg = ModelConfig(
+        arch=arch,
+        n_layers=_get(md, f"{arch}.block_count", int),
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=_get(md, f"{arch}.attention.head_count_kv", int, n_heads),
+        head_dim=_get(md, f"{arch}.attention.key_length", int, d_model // max(n_heads, 1)),
+        ffn_dim=_get(md, f"{arch}.feed_forward_length", int),
+        vocab_size=vocab,
+        context_length=_get(md, f"{arch}.context_length", int, 2048),
+        rope_base=_get(md, f"{arch}.rope.freq_base", float, 10000.0),
+        rms_eps=_get(md, f"{arch}.attention.layer_norm_rms_epsilon", float, 1e-5),
+        name=str(md.get("general.name") or ""),
+    )
+    for k, hi in _LIMITS.items():
+        v = getattr(cfg, k)
+        if not 0 < v <= hi:
+            raise ModelFileError(f"implausible model shape: {k} = {v}")
+    if cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2 or cfg.kv_dim % 32:
+        raise ModelFileError(
+            f"unsupported attention shape: {cfg.n_heads} heads, {cfg.n_kv_heads} KV heads, head size {cfg.head_dim}"
+        )
+    if not 0 < cfg.context_length <= (1 << 24):
+        raise ModelFileError(f"implausible context length {cfg.context_length}")
+    rope_dims = md.get(f"{arch}.rope.dimension_count", cfg.head_dim)
+    if rope_dims != cfg.head_dim:
+        raise ModelFileError(f"partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) are not supported")
+    return cfg
+
+
+# --- tensors ---------------------------------------------------------------------------------
+
+
+def _dequantize(t) -> np.ndarray:
+    """A tensor as float32 in numpy order (rows = output features)."""
+    import gguf
+
+    name = t.tensor_type.name
+    if name not in SUPPORTED_TYPES:
+        raise ModelFileError(f"unsupported tensor type {name} in {t.name} (supported: {', '.join(SUPPORTED_TYPES)})")
+    shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+    want = gguf.quants.quant_shape_to_byte_shape(shape, t.tensor_type) if name not in ("F32", "F16") else None
+    try:
+        data = np.asarray(t.data)
+        if want is not None and tuple(data.shape) != tuple(want):
+            raise ValueError(f"stored as {tuple(data.shape)}, expected {tuple(want)}")
+        if name in ("F32", "F16"):
+            out = data.astype(np.float32).reshape(shape)
+        else:
+            out = gguf.quants.dequantize(data, t.tensor_type).astype(np.float32).reshape(shape)
+    except ModelFileError:
+        raise
+    except Exception as e:
+        raise ModelFileError(f"tensor {t.name} is corrupt or truncated ({_short(e)})") from None
+    if not np.isfinite(out).all():
+        raise ModelFileError(f"tensor {t.name} holds NaN or infinite values")
+    return out
+
+
+def quantize_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f32 [..., out, in] -> int8 with one scale per output row."""
+    scale = np.abs(w).max(axis=-1) / 127.0
+    safe = np.where(scale == 0, 1.0, scale)
+    q = np.clip(np.rint(w / safe[..., None]), -127, 127).astype(np.int8)
+    return q, scale.astype(np.float32)
+
+
+def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo llama.cpp's Q/K row permutation so rotate-half RoPE applies (pitfall 1)."""
+    out, inp = w.shape
+    return w.reshape(n_heads, out // n_heads // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
+
+
+class _Tensors:
+    def __init__(self, reader, file_size: int):
+        self.by_name = {}
+        for t in reader.tensors:
+            if t.data_offset + int(t.n_bytes) > file_size:
+                raise ModelFileError(f"tensor {t.name} lies outside the file (truncated download?)")
+            self.by_name[t.name] = t
+
+    def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
+        t = self.by_name.get(name)
+        if t is None:
+            if optional:
+                return None
+            raise ModelFileError(f"missing tensor {name}")
+        w = _dequantize(t)
+        if w.shape != shape:
+            raise ModelFileError(f"tensor {name} has shape {w.shape}, the metadata implies {shape}")
+        return w
+
+
+def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray | None]:
+    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
+                             cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
+    qkv_out = (H + 2 * KVH) * hd
+    # Preallocate the stacked int8 arrays and fill them layer by layer: peak memory stays at
+    # the int8 model plus one f32 tensor.
+    wqkv = (np.empty((L, qkv_out, d), np.int8), np.empty((L, qkv_out), np.float32))
+    wo = (np.empty((L, d, H * hd), np.int8), np.empty((L, d), np.float32))
+    wgu = (np.empty((L, 2 * F, d), np.int8), np.empty((L, 2 * F), np.float32))
+    wdn = (np.empty((L, d, F), np.int8), np.empty((L, d), np.float32))
+    attn_norm, ffn_norm = np.empty((L, d), np.float32), np.empty((L, d), np.float32)
+
+    def put(dst, i, rows, w):
+        q, s = quantize_rows(w)
+        dst[0][i, rows] = q
+        dst[1][i, rows] = s
+
+    for i in range(L):
+        p = f"blk.{i}."
+        attn_norm[i] = tensors.get(p + "attn_norm.weight", (d,))
+        ffn_norm[i] = tensors.get(p + "ffn_norm.weight", (d,))
+        put(wqkv, i, slice(0, H * hd), unpermute_qk(tensors.get(p + "attn_q.weight", (H * hd, d)), H))
+        put(wqkv, i, slice(H * hd, (H + KVH) * hd), unpermute_qk(tensors.get(p + "attn_k.weight", (KVH * hd, d)), KVH))
+        put(wqkv, i, slice((H + KVH) * hd, qkv_out), tensors.get(p + "attn_v.weight", (KVH * hd, d)))
+        put(wo, i, slice(None), tensors.get(p + "attn_output.weight", (d, H * hd)))
+        put(wgu, i, slice(0, F), tensors.get(p + "ffn_gate.weight", (F, d)))
+        put(wgu, i, slice(F, 2 * F), tensors.get(p + "ffn_up.weight", (F, d)))
+        put(wdn, i, slice(None), tensors.get(p + "ffn_down.weight", (d, F)))
+
+    embed = QLinear(*map(jnp.asarray, quantize_rows(tensors.get("token_embd.weight", (V, d)))))
+    head_w = tensors.get("output.weight", (V, d), optional=True)
+    head = embed if head_w is None else QLinear(*map(jnp.asarray, quantize_rows(head_w)))
+    del head_w
+    ql = lambda pair: QLinear(jnp.asarray(pair[0]), jnp.asarray(pair[1]))  # noqa: E731
+    layers = Layers(jnp.asarray(attn_norm), ql(wqkv), ql(wo), jnp.asarray(ffn_norm), ql(wgu), ql(wdn))
+    out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
+    freq = tensors.get("rope_freqs.weight", (hd // 2,), optional=True)
+    return Params(embed, layers, out_norm, head), freq
+
+
+def params_nbytes(params: Params) -> int:
+    import jax
+
+    seen, total = set(), 0
+    for leaf in jax.tree_util.tree_leaves(params):
+        if id(leaf) not in seen:  # a tied head shares the embedding's arrays
+            seen.add(id(leaf))
+            total += int(leaf.nbytes)
+    return total
+
+
+@dataclass
+class Model:
+    path: Path
+    config: ModelConfig
+    params: Params
+    tokenizer: Any
+    chat_template: Any
+    metadata: dict = field(repr=False)
+    rope_freq_factors: np.ndarray | None = None
+
+    @property
+    def weight_bytes(self) -> int:
+        return params_nbytes(self.params)
+
+    @property
+    def name(self) -> str:
+        return self.config.name or self.path.stem
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Load a GGUF chat model; every failure is a ModelFileError with one clear line."""
+    from .chat_template import ChatTemplate
+    from .tokenizer import Tokenizer
+
+    p = Path(path).expanduser()
+    size = check_header(p)
+    reader = read_gguf(p)
+    md = metadata(reader)
+    cfg = config_from_metadata(md)
+    tok = Tokenizer.from_metadata(md)
+    if tok.vocab_size != cfg.vocab_size:
+        raise ModelFileError(
+            f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}"
+        )
+    try:
+        params, freq = load_params(cfg, _Tensors(reader, size))
+    except MemoryError:
+        raise ModelFileError(f"not enough memory to load {p.name}") from None
+    template = ChatTemplate(
+        md.get("tokenizer.chat_template") or None,
+        bos_token=tok.bos_text or "",
+        eos_token=tok.eos_text or "",
+    )
+    return Model(p, cfg, params, tok, template, md, freq)

@@ -1,0 +1,129 @@
+"""The bounded KV cache: device arrays of exactly `capacity` slots, and the host ring that
+decides which token lives in which slot.
+
+Device side (`KVCache`): K and V for every layer, `[layers, capacity, kv_dim]`, int8 with one
+f32 scale per 32 values, or bf16/f32. Allocated once; the jitted step donates and updates it
+in place. Its nbytes equal the plan's kv_bytes exactly.
+
+Host side (`Ring`): the stream index held by each slot (-1 = empty). Slots [0, n_sink) hold the
+sinks, the first tokens of the stream; slots [n_sink, capacity) are a ring over the rest.
+Attention masks are derived from these positions, never from slot indices (as in gemma).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .budget import KV_GROUP, MemoryPlan
+from .config import ModelConfig
+
+_DTYPES = {"int8": jnp.int8, "bf16": jnp.bfloat16, "f32": jnp.float32}
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class KVCache:
+    k: jax.Array  # [L, S, kv_dim]
+    v: jax.Array
+    k_scale: jax.Array | None = None  # [L, S, kv_dim // 32] f32, int8 only
+    v_scale: jax.Array | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(self))
+
+
+def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
+    shape = (config.n_layers, plan.capacity, config.kv_dim)
+    dtype = _DTYPES[plan.kv_dtype]
+    if plan.kv_dtype != "int8":
+        return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+    sshape = shape[:2] + (-(-config.kv_dim // KV_GROUP),)
+    return KVCache(
+        jnp.zeros(shape, jnp.int8),
+        jnp.zeros(shape, jnp.int8),
+        jnp.zeros(sshape, jnp.float32),
+        jnp.zeros(sshape, jnp.float32),
+    )
+
+
+class Ring:
+    """Which stream position lives in which slot; the source of every attention mask."""
+
+    def __init__(self, capacity: int, n_sink: int):
+        if not 0 <= n_sink < capacity:
+            raise ValueError(f"need 0 <= sinks < capacity (sinks={n_sink}, capacity={capacity})")
+        self.capacity = capacity
+        self.n_sink = n_sink
+        self.window = capacity - n_sink
+        self.slot_pos = np.full(capacity, -1, dtype=np.int64)
+        self.next_pos = 0  # stream index of the next token to enter
+
+    def slot_of(self, pos: np.ndarray) -> np.ndarray:
+        pos = np.asarray(pos, dtype=np.int64)
+        ring = self.n_sink + (pos - self.n_sink) % self.window
+        return np.where(pos < self.n_sink, pos, ring)
+
+    def plan_chunk(self, n: int, chunk: int) -> "ChunkPlan":
+        """Masks and write slots for the next `n` tokens, padded to `chunk` rows.
+
+        Row i (stream index t) may attend to: cached slots holding a sink, or a position p with
+        t - window < p <= t; and chunk rows j <= i under the same rule. Rows beyond n are padding:
+        they repeat the last token's mask and write nowhere (slot index = capacity, dropped).
+        """
+        assert 0 < n <= chunk
+        S, C = self.capacity, chunk
+        q_pos = self.next_pos + np.minimum(np.arange(C), n - 1)
+        key_pos = np.concatenate([self.slot_pos, self.next_pos + np.arange(C)])
+        key_real = np.concatenate([self.slot_pos >= 0, np.arange(C) < n])
+        key_sink = (key_pos < self.n_sink) & key_real
+        t = q_pos[:, None]
+        mask = key_real[None, :] & (key_pos[None, :] <= t) & (key_sink[None, :] | (t - key_pos[None, :] < self.window))
+        # Rows that a later row of the same chunk overwrites (more than `window` new tokens)
+        # and padding rows are dropped: scatter with an out-of-range index and mode="drop".
+        new_pos = self.next_pos + np.arange(C)
+        last = self.next_pos + n - 1
+        keep = (np.arange(C) < n) & ((new_pos < self.n_sink) | (last - new_pos < self.window))
+        write_slot = np.where(keep, self.slot_of(new_pos), S)
+        # The in-cache position the query has relative to the sinks (StreamingLLM):
+        # sinks sit at 0..n_sink-1 and the query at most at capacity - 1.
+        sink_q_pos = np.minimum(q_pos, S - 1)
+        return ChunkPlan(q_pos=q_pos, sink_q_pos=sink_q_pos, mask=mask, key_sink=key_sink,
+                         write_slot=write_slot.astype(np.int32), n=n)
+
+    def commit(self, plan: "ChunkPlan") -> None:
+        """Record that the chunk's tokens were written to their slots."""
+        w = plan.write_slot[: plan.n]
+        kept = w < self.capacity
+        self.slot_pos[w[kept]] = plan.q_pos[: plan.n][kept]
+        self.next_pos += plan.n
+
+    # --- what the session reports -------------------------------------------------------
+    def cached_positions(self) -> np.ndarray:
+        return np.sort(self.slot_pos[self.slot_pos >= 0])
+
+    @property
+    def cache_tokens(self) -> int:
+        return int((self.slot_pos >= 0).sum())
+
+    @property
+    def evicted(self) -> int:
+        return self.next_pos - self.cache_tokens
+
+    def count_cached(self, start: int, end: int) -> int:
+        """How many of stream positions [start, end) are still in the cache."""
+        p = self.slot_pos
+        return int(((p >= start) & (p < end)).sum())
+
+
+@dataclass
+class ChunkPlan:
+    q_pos: np.ndarray  # [C] stream index of each row
+    sink_q_pos: np.ndarray  # [C] query position used against sink keys
+    mask: np.ndarray  # [C, S + C] bool
+    key_sink: np.ndarray  # [S + C] bool: score this key with the sink-rotated query
+    write_slot: np.ndarray  # [C] int32, == capacity for rows not written
+    n: int  # real rows

@@ -1,0 +1,33 @@
+"""Rotary position tables, computed on the host in float64.
+
+Keys are stored rotated at their stream index and queries are rotated at theirs, so a score
+only ever depends on the difference. The angle `pos * theta` must not be formed in float32:
+at position 10**7 a float32 angle is off by a whole radian. Here the angle is reduced
+modulo 2*pi in float64 (exact to ~1e-9 rad for any int64 position) before the cosine, and
+only the final cos/sin values are rounded to float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .config import ModelConfig
+
+
+def inv_freq(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:
+    """theta_i = base^(-2i/d) for the head's rotary half, as float64."""
+    half = config.head_dim // 2
+    theta = config.rope_base ** (-np.arange(half, dtype=np.float64) * 2.0 / config.head_dim)
+    if freq_factors is not None:  # llama 3.x long-context factors (rope_freqs.weight)
+        theta = theta / np.asarray(freq_factors, dtype=np.float64)[:half]
+    return theta
+
+
+def cos_sin(positions: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin of positions x theta, shape [..., half], float32, exact for huge positions."""
+    pos = np.asarray(positions, dtype=np.int64)
+    # Split pos = hi * 2**20 + lo so each product is exact enough in float64 even at 2**40.
+    hi = (pos >> 20).astype(np.float64)[..., None]
+    lo = (pos & ((1 << 20) - 1)).astype(np.float64)[..., None]
+    step = np.mod(theta * float(1 << 20), 2 * np.pi)
+    angle = np.mod(hi * step, 2 * np.pi) + lo * theta
+    return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)

@@ -1,0 +1,379 @@
+"""A chat conversation over the bounded cache: the app's (and the CLI's) only way into the engine.
+
+The session keeps the conversation as messages plus, for each, the token ids it put into the
+stream ("chunks"). A new turn renders the model's chat template over the whole conversation,
+takes only the text after what the cache already holds, and prefills those tokens: history is
+never re-read. Anything that changes the past (regenerate, edit, pin, a new plan, loading a
+stored chat) re-encodes from the chunks, and that costs at most `capacity` tokens of prefill,
+because tokens that would be evicted again are skipped rather than computed.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import psutil
+
+from .budget import MemoryPlan, plan_memory
+from .decoder import Decoder
+from .errors import SettingsError
+from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
+from .sampler import Sampler, SamplingParams
+
+AUTO_SINKS_WITHOUT_SYSTEM = 4  # StreamingLLM's 4 attention sinks
+MIN_WINDOW = 32  # sinks never take the whole cache: the model must still see recent tokens
+STATS_EVERY_S = 0.2
+
+
+@dataclass
+class Chunk:
+    msg: int  # index into messages, -1 = the system turn
+    ids: array  # token ids it put into the stream
+    start: int = 0  # stream position of its first token
+
+
+def common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ChatSession:
+    def __init__(self, model, plan: MemoryPlan, system: str | None = None,
+                 sampling: SamplingParams | None = None, sinks: int | str = "auto"):
+        self.model = model
+        self.tok = model.tokenizer
+        self.template = model.chat_template
+        self.sampling = (sampling or SamplingParams()).validate()
+        self.base_plan = plan
+        self.sinks_setting = sinks
+        self.system = system or None
+        self.messages: list[dict] = []
+        self._chunks: list[Chunk] = []
+        self._pending: list[int] = []  # last sampled token of a reply, fed with the next turn
+        self._rendered = ""  # the text whose tokens are in the stream
+        self._recent: deque[int] = deque(maxlen=256)
+        self._cancel = threading.Event()
+        self._dirty = False  # the cache no longer matches the chunks: re-encode before use
+        self._process = psutil.Process()
+        self._system_ids = self._encode_system()
+        self.plan = self._effective_plan()
+        self.decoder = Decoder(model, self.plan, n_sink=self.plan.sinks)
+
+    # --- plan and sinks --------------------------------------------------------------------
+    def _encode_system(self) -> list[int]:
+        if not self.system:
+            return []
+        text = self.template.render([{"role": "system", "content": self.system}], add_generation_prompt=False)
+        return self._encode(text, first=True)
+
+    def _encode(self, text: str, first: bool = False) -> list[int]:
+        # A template that already starts with the BOS text must not get a second BOS.
+        add_bos = first and self.tok.add_bos and not (self.tok.bos_text and text.startswith(self.tok.bos_text))
+        return self.tok.encode(text, add_bos=add_bos, parse_special=True)
+
+    def _pinned_ids(self) -> list[int]:
+        return [t for c in self._chunks if c.msg >= 0 and self.messages[c.msg].get("pinned") for t in c.ids]
+
+    def _wanted_sinks(self) -> int:
+        pinned = len(self._pinned_ids())
+        if self.sinks_setting == "auto" or self.sinks_setting is None or self.sinks_setting == -1:
+            return (len(self._system_ids) or AUTO_SINKS_WITHOUT_SYSTEM) + pinned
+        return int(self.sinks_setting) + pinned
+
+    def _effective_plan(self) -> MemoryPlan:
+        base = self.base_plan
+        user_window = base.window if base.window < base.slots - base.sinks else None
+        sinks = min(self._wanted_sinks(), base.slots - MIN_WINDOW)
+        if sinks < 0:
+            raise SettingsError(f"sinks must be 0 or more (got {sinks})")
+        return plan_memory(self.model.config, base.kv_dtype, base.budget_bytes, window=user_window, sinks=sinks)
+
+    def _replan(self) -> bool:
+        """Re-derive the plan; reallocate only when the cache's size or precision changed."""
+        plan = self._effective_plan()
+        realloc = (plan.capacity, plan.kv_dtype) != (self.plan.capacity, self.plan.kv_dtype)
+        self.plan = plan
+        if realloc:
+            self.decoder = None  # free the old arrays before allocating the new ones
+            self.decoder = Decoder(self.model, plan, n_sink=plan.sinks)
+        return realloc
+
+    # --- public API ------------------------------------------------------------------------
+    def send(self, text: str, **overrides) -> Iterator[str]:
+        """Stream the reply to `text` as text pieces."""
+        for ev in self.stream(text, **overrides):
+            if isinstance(ev, Token) and ev.text:
+                yield ev.text
+
+    def stream(self, text: str, **overrides) -> Iterator:
+        """Stream events for the reply to a new user message."""
+        self._cancel.clear()
+        self.messages.append({"role": "user", "content": text, "pinned": False})
+        if self._dirty:
+            logits = yield from self._resync(add_generation_prompt=True)
+            prompt_tokens, prefill_s = self.plan.capacity, 0.0
+        else:
+            logits, prompt_tokens, prefill_s = yield from self._prefill_turn()
+        if logits is None:  # cancelled during prefill
+            self._dirty = True
+            yield self._done("cancelled", [], prompt_tokens, prefill_s, 0.0, 0.0)
+            return
+        yield from self._generate(logits, overrides, prompt_tokens, prefill_s)
+
+    def regenerate(self, **overrides) -> Iterator:
+        """Answer the last user message again (the last reply is dropped)."""
+        self._cancel.clear()
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages.pop()
+        if not self.messages or self.messages[-1]["role"] != "user":
+            raise SettingsError("there is no user message to answer again")
+        t0 = time.perf_counter()
+        logits = yield from self._resync(add_generation_prompt=True)
+        yield from self._generate(logits, overrides, self.decoder.ring.cache_tokens, time.perf_counter() - t0)
+
+    def edit_last(self, text: str, **overrides) -> Iterator:
+        """Replace the last user message (and drop its reply), then answer it."""
+        while self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages.pop()
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages.pop()
+        self._dirty = True
+        yield from self.stream(text, **overrides)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def load_history(self, messages: list[dict]) -> None:
+        """Restore a stored conversation; the cache is re-encoded lazily (bounded) on next use."""
+        self.messages = [
+            {"role": m["role"], "content": m.get("content", ""), "pinned": bool(m.get("pinned", False))}
+            for m in messages if m.get("role") in ("user", "assistant")
+        ]
+        self._dirty = True
+
+    def set_pinned(self, index: int, pinned: bool) -> Rebuilt | None:
+        """Pin a message: its tokens join the sinks and the window shrinks to keep the budget.
+        Re-encodes the cache now (bounded by its capacity); returns what that cost."""
+        if not 0 <= index < len(self.messages):
+            raise SettingsError(f"no message {index}")
+        old = self.messages[index].get("pinned", False)
+        self.messages[index]["pinned"] = bool(pinned)
+        try:
+            return self.resync()
+        except SettingsError:
+            self.messages[index]["pinned"] = old
+            self._dirty = True
+            raise
+
+    def resync(self) -> Rebuilt | None:
+        """Re-encode the cache from the conversation now, if there is one."""
+        if not self.messages:
+            self._dirty = False
+            return None
+        last = None
+        for ev in self._resync(add_generation_prompt=False):
+            if isinstance(ev, Rebuilt):
+                last = ev
+        return last
+
+    def apply_plan(self, plan: MemoryPlan, sinks: int | str | None = None, system: str | None = None) -> bool:
+        """Adopt new memory settings; True when the cache had to be reallocated."""
+        if sinks is not None:
+            self.sinks_setting = sinks
+        if system is not None and (system or None) != self.system:
+            self.system = system or None
+            self._system_ids = self._encode_system()
+            self._dirty = True
+        self.base_plan = plan
+        before = self.plan
+        realloc = self._replan()
+        if self.plan != before or realloc:
+            self._dirty = True
+        if self._dirty:
+            self.resync()
+        return realloc
+
+    def preview_plan(self, plan: MemoryPlan, sinks: int | str | None = None) -> MemoryPlan:
+        """The plan this session would run with under new settings (nothing is applied)."""
+        saved = (self.base_plan, self.sinks_setting)
+        try:
+            self.base_plan = plan
+            if sinks is not None:
+                self.sinks_setting = sinks
+            return self._effective_plan()
+        finally:
+            self.base_plan, self.sinks_setting = saved
+
+    def stats(self) -> SessionStats:
+        dec = self.decoder
+        with dec.lock:
+            ring = dec.ring
+            positions = ring.slot_pos.copy()
+            seen, cached = ring.next_pos, ring.cache_tokens
+        per_msg: dict[int, list[int]] = {}
+        for c in list(self._chunks):
+            n_in = int(((positions >= c.start) & (positions < c.start + len(c.ids))).sum())
+            acc = per_msg.setdefault(c.msg, [0, 0])
+            acc[0] += len(c.ids)
+            acc[1] += n_in
+        msgs = tuple(
+            MessageMemory(i, "system" if i < 0 else self.messages[i]["role"], n, k,
+                          i >= 0 and bool(self.messages[i].get("pinned")))
+            for i, (n, k) in sorted(per_msg.items()) if i < len(self.messages)
+        )
+        return SessionStats(
+            tokens_seen=seen, cache_tokens=cached, capacity=self.plan.capacity,
+            sink_tokens=ring.n_sink, window=ring.window, evicted_tokens=seen - cached,
+            kv_bytes=dec.kv_bytes, budget_bytes=self.plan.budget_bytes,
+            weight_bytes=self.model.weight_bytes, rss_bytes=self._process.memory_info().rss,
+            kv_dtype=self.plan.kv_dtype, messages=msgs,
+        )
+
+    # --- turns -----------------------------------------------------------------------------
+    def _prefill_turn(self):
+        t0 = time.perf_counter()
+        first = not self._chunks
+        if first and self._system_ids:
+            self._chunks.append(Chunk(-1, array("i", self._system_ids), 0))
+        full = self.template.render(self._template_messages(), add_generation_prompt=True)
+        cut = common_prefix(full, self._rendered)
+        delta = self._encode(full[cut:], first=first and not self._system_ids)
+        self._rendered = full
+        start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
+        self._chunks.append(Chunk(len(self.messages) - 1, array("i", delta), start))
+        ids = (self._system_ids if first else []) + self._pending + delta
+        self._pending = []
+        logits = yield from self._feed(ids)
+        return logits, len(ids), time.perf_counter() - t0
+
+    def _feed(self, ids):
+        """Prefill ids, yielding progress events; returns the last logits (None if cancelled)."""
+        C = self.decoder.chunk
+        logits = None
+        for s in range(0, len(ids), C):
+            if self._cancel.is_set():
+                return None
+            logits = self.decoder.feed(ids[s : s + C])
+            self._recent.extend(ids[s : s + C])
+            if len(ids) > C:
+                yield PrefillProgress(min(s + C, len(ids)), len(ids))
+        return logits
+
+    def _generate(self, logits, overrides, prompt_tokens: int, prefill_s: float):
+        params = self.sampling.with_(**overrides)
+        sampler = Sampler(params)
+        eot = set() if params.ignore_eos else set(self.tok.eot_ids)
+        text_out = self.tok.stream_decoder()
+        reply: list[int] = []
+        reason = "max_tokens"
+        t_start = time.perf_counter()
+        t_first = t_last_stats = None
+        chunk = Chunk(len(self.messages), array("i"), self.decoder.ring.next_pos)
+        self._chunks.append(chunk)
+        self.messages.append({"role": "assistant", "content": "", "pinned": False})
+        yield Stats(self.stats())
+        while True:
+            if self._cancel.is_set():
+                reason = "cancelled"
+                break
+            tid = sampler(logits, self._recent)
+            if tid in eot:
+                reason = "eos"
+                break
+            reply.append(tid)
+            chunk.ids.append(tid)
+            self._recent.append(tid)
+            yield Token(text_out.push(tid), tid)
+            now = time.perf_counter()
+            if t_first is None:
+                t_first = t_last_stats = now
+            if len(reply) >= params.max_tokens:
+                self._pending = [tid]  # fed with the next turn: the reply ends without waiting
+                break
+            logits = self.decoder.feed([tid])
+            if now - t_last_stats >= STATS_EVERY_S:
+                t_last_stats = now
+                yield Stats(self.stats())
+        tail = text_out.flush()
+        if tail:
+            yield Token(tail, -1)
+        text = self.tok.decode(reply)
+        self.messages[-1]["content"] = text
+        if reason == "cancelled":
+            self.messages[-1]["interrupted"] = True
+        self._rendered += text
+        decode_s = (time.perf_counter() - t_first) if t_first else 0.0
+        ttft = prefill_s + ((t_first - t_start) if t_first else 0.0)
+        yield Stats(self.stats())
+        yield self._done(reason, reply, prompt_tokens, prefill_s, decode_s, ttft)
+
+    def _done(self, reason, reply, prompt_tokens, prefill_s, decode_s, ttft) -> Done:
+        n = len(reply)
+        return Done(
+            reason=reason, reply=self.tok.decode(reply) if reply else "",
+            prompt_tokens=prompt_tokens, generated_tokens=n,
+            prefill_tok_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
+            decode_tok_s=(n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0,
+            ttft_s=ttft,
+        )
+
+    def _template_messages(self) -> list[dict]:
+        sys = [{"role": "system", "content": self.system}] if self.system else []
+        return sys + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+
+    # --- re-encoding -----------------------------------------------------------------------
+    def _rechunk(self, add_generation_prompt: bool) -> None:
+        """Token chunks for the conversation as stored, by rendering growing prefixes."""
+        msgs = self._template_messages()
+        offset = len(msgs) - len(self.messages)
+        chunks = [Chunk(-1, array("i", self._system_ids))] if self._system_ids else []
+        prev = self.template.render(msgs[:offset], add_generation_prompt=False) if offset else ""
+        for i in range(len(self.messages)):
+            last = i == len(self.messages) - 1
+            text = self.template.render(msgs[: offset + i + 1], add_generation_prompt=last and add_generation_prompt)
+            cut = common_prefix(text, prev)
+            ids = self._encode(text[cut:], first=not chunks)
+            chunks.append(Chunk(i, array("i", ids)))
+            prev = text
+        self._chunks, self._rendered, self._pending = chunks, prev, []
+
+    def _resync(self, add_generation_prompt: bool):
+        """Re-encode the cache from the conversation: sinks (system + pinned), then only the
+        newest tokens that fit the window. Returns the last logits."""
+        t0 = time.perf_counter()
+        self._rechunk(add_generation_prompt)
+        self._replan()
+        n_sink = self.plan.sinks
+        pinned = [c for c in self._chunks if c.msg >= 0 and self.messages[c.msg].get("pinned")]
+        system = [c for c in self._chunks if c.msg < 0]
+        rest = [c for c in self._chunks if c not in pinned and c not in system]
+        order = system + pinned + rest
+        pos = 0
+        for c in order:  # positions in the new stream order
+            c.start, pos = pos, pos + len(c.ids)
+        stream = np.fromiter((t for c in order for t in c.ids), dtype=np.int32, count=pos)
+        window = self.plan.window
+        head = stream[:n_sink]
+        tail_from = max(n_sink, stream.size - window)
+        self.decoder.reset(n_sink)
+        logits = None
+        if head.size:
+            logits = yield from self._feed(list(head))
+        self.decoder.skip(tail_from - n_sink)
+        tail = stream[tail_from:]
+        if tail.size:
+            logits = yield from self._feed(list(tail))
+        self._chunks = order
+        self._recent.clear()
+        self._recent.extend(stream[-256:].tolist())
+        self._dirty = logits is None and stream.size > 0
+        yield Rebuilt(int(head.size + tail.size), time.perf_counter() - t0)
+        return logits

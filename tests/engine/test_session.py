@@ -1,0 +1,137 @@
+"""ChatSession: streaming turns over the bounded cache, stats, cancel, regenerate, pinning."""
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+from engine import ChatSession, SamplingParams, load_model, plan_memory
+from engine.events import Done, Rebuilt, Token
+from engine.sampler import GREEDY
+
+LONG = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True, repetition_penalty=1.0,
+                      top_k=0, top_p=1.0, min_p=0.0)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_bpe_gguf):
+    return load_model(tiny_bpe_gguf)
+
+
+def run(events):
+    toks, done = [], None
+    for ev in events:
+        if isinstance(ev, Token):
+            toks.append(ev)
+        elif isinstance(ev, Done):
+            done = ev
+    return toks, done
+
+
+def test_reply_streams_and_reports(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), system="Be brief.", sampling=LONG)
+    toks, done = run(s.stream("hello there"))
+    assert done.reason == "max_tokens" and done.generated_tokens == 60 == len([t for t in toks if t.token_id >= 0])
+    assert "".join(t.text for t in toks) == done.reply == s.messages[-1]["content"]
+    st = s.stats()
+    assert st.kv_bytes == s.plan.kv_bytes and st.capacity == s.plan.capacity
+    assert st.sink_tokens == len(s._system_ids) > 0  # auto sinks = the rendered system turn
+    assert st.cache_tokens <= st.capacity and st.evicted_tokens == st.tokens_seen - st.cache_tokens
+    assert sum(m.tokens_in_cache for m in st.messages) == st.cache_tokens
+    assert sum(m.tokens for m in st.messages) == st.tokens_seen + 1  # +1: last token is fed next turn
+
+
+def test_second_turn_prefills_only_new_tokens(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    _, d1 = run(s.stream("first message " * 20))
+    _, d2 = run(s.stream("ok"))
+    assert d2.prompt_tokens < 20 < d1.prompt_tokens  # history is never re-read
+    assert s.stats().evicted_tokens > 0
+
+
+def test_same_reply_whatever_the_chunking_of_history(tiny):
+    a = ChatSession(tiny, plan_memory(tiny.config, window=48), sampling=LONG)
+    run(a.stream("one two three")); run(a.stream("four five"))
+    b = ChatSession(tiny, plan_memory(tiny.config, window=48), sampling=LONG)
+    b.load_history(a.messages[:-1])
+    _, d = run(b.regenerate())
+    assert d.reply == a.messages[-1]["content"]
+
+
+def test_cancel_from_another_thread(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64),
+                    sampling=LONG.with_(max_tokens=10_000))
+    seen = []
+    for ev in s.stream("go"):
+        if isinstance(ev, Token):
+            seen.append(ev)
+            if len(seen) == 5:
+                threading.Thread(target=s.cancel).start()
+        if isinstance(ev, Done):
+            done = ev
+    assert done.reason == "cancelled" and 5 <= done.generated_tokens < 10_000
+    assert s.messages[-1].get("interrupted") is True
+    run(s.stream("and again"))  # the session is still usable
+
+
+def test_regenerate_and_edit(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG.with_(temperature=0.9, seed=1))
+    _, d1 = run(s.stream("tell me"))
+    _, d2 = run(s.regenerate(seed=2))
+    assert len(s.messages) == 2 and s.messages[-1]["content"] == d2.reply
+    _, d3 = run(s.edit_last("tell me something else"))
+    assert [m["content"] for m in s.messages][0] == "tell me something else" and len(s.messages) == 2
+
+
+def test_pinning_keeps_a_message_in_view_within_the_budget(tiny):
+    plan = plan_memory(tiny.config, window=40)
+    s = ChatSession(tiny, plan, sampling=LONG)
+    run(s.stream("remember the word pineapple"))
+    for _ in range(3):
+        run(s.stream("more"))
+    first = s.stats().messages
+    user0 = next(m for m in first if m.index == 0)
+    assert user0.tokens_in_cache < user0.tokens  # it has scrolled out of the window
+    rebuilt = s.set_pinned(0, True)
+    assert isinstance(rebuilt, Rebuilt) and rebuilt.tokens <= s.plan.capacity
+    st = s.stats()
+    user0 = next(m for m in st.messages if m.index == 0)
+    assert user0.pinned and user0.tokens_in_cache == user0.tokens
+    assert st.capacity == plan.capacity and st.sink_tokens >= user0.tokens  # window shrank instead
+    run(s.stream("still there?"))
+    assert next(m for m in s.stats().messages if m.index == 0).tokens_in_cache == user0.tokens
+    s.set_pinned(0, False)
+    assert s.stats().sink_tokens == 4
+
+
+def test_apply_plan_reallocates_only_when_needed(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    run(s.stream("hi"))
+    assert s.apply_plan(plan_memory(tiny.config, window=64)) is False
+    assert s.apply_plan(plan_memory(tiny.config, "bf16", window=32)) is True
+    assert s.stats().kv_bytes == s.plan.kv_bytes
+    _, d = run(s.stream("after"))
+    assert d.generated_tokens == 60
+
+
+def test_rss_stays_flat_over_a_long_run(tiny):
+    import psutil
+
+    proc = psutil.Process()
+    s = ChatSession(tiny, plan_memory(tiny.config, window=32), sampling=LONG.with_(max_tokens=2500))
+    rss = []
+    for i, ev in enumerate(s.stream("start")):
+        if isinstance(ev, Token) and ev.token_id >= 0:
+            if i % 250 == 0:
+                gc.collect()
+                rss.append(proc.memory_info().rss)
+    growth = rss[-1] - rss[2]  # after warm-up (compile, first allocations)
+    assert growth < 4 * 1024 * 1024, [r // 1024 for r in rss]
+    assert s.stats().evicted_tokens > 2000
+
+
+def test_default_model_knows_paris(default_model_path):
+    model = load_model(default_model_path)
+    s = ChatSession(model, plan_memory(model.config), sampling=GREEDY.with_(max_tokens=40))
+    reply = "".join(s.send("What is the capital of France?"))
+    assert "Paris" in reply
