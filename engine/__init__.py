@@ -2,17 +2,26 @@
 
 Pure Python + JAX; nothing here imports Qt. The public surface is small:
 `load_model`, `plan_memory`, `ChatSession`, `score`.
+
+Names are imported lazily, so `engine.errors` or `engine.budget` can be used (by the store,
+the settings panel, the launcher) without paying for importing JAX.
 """
-from .budget import DEFAULT_BUDGET, MemoryPlan, plan_memory
-from .errors import ModelFileError, PinwheelError, SettingsError, TemplateError
-from .gguf_loader import Model, load_model
-from .sampler import SamplingParams
-from .scoring import score
-from .session import ChatSession
+from importlib import import_module
+
 from .version import __version__
 
-__all__ = [
-    "ChatSession", "DEFAULT_BUDGET", "MemoryPlan", "Model", "ModelFileError", "PinwheelError",
-    "SamplingParams", "SettingsError", "TemplateError", "load_model", "plan_memory", "score",
-    "__version__",
-]
+_EXPORTS = {
+    "DEFAULT_BUDGET": "budget", "MemoryPlan": "budget", "plan_memory": "budget",
+    "ModelFileError": "errors", "PinwheelError": "errors", "SettingsError": "errors",
+    "TemplateError": "errors", "Model": "gguf_loader", "load_model": "gguf_loader",
+    "SamplingParams": "sampler", "score": "scoring", "ChatSession": "session",
+}
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'engine' has no attribute {name!r}")

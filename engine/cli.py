@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--prompt", metavar="TEXT", help="answer this once and exit")
     c.add_argument("--max-tokens", type=int, default=512, metavar="N")
     c.add_argument("--ignore-eos", action="store_true", help="keep generating past end-of-turn")
-    c.add_argument("--temperature", type=float, default=None, metavar="T")
+    c.add_argument("--temperature", type=float, default=0.0, metavar="T",
+                   help="0 (default) = greedy and reproducible; 0.2-0.7 for more varied replies")
     c.add_argument("--top-p", type=float, default=None, metavar="P")
     c.add_argument("--top-k", type=int, default=None, metavar="K")
     c.add_argument("--min-p", type=float, default=None, metavar="P")
@@ -124,6 +125,7 @@ def cmd_chat(args) -> int:
     plan = _plan(args, model.config, 4)
     session = ChatSession(model, plan, system=args.system, sampling=sampling,
                           sinks=_sinks_arg(args.sinks, "auto"))
+    session.warmup()  # compile now, so the reported speeds are the model's, not XLA's compiler
 
     def answer(text: str) -> None:
         done = None

@@ -40,6 +40,14 @@ class Decoder:
             self.ring = Ring(self.plan.capacity, n_sink)
             self.ring.next_pos = start_pos
 
+    def warmup(self) -> None:
+        """Compile the prefill and decode shapes now (seconds), so the first reply doesn't wait.
+        The garbage written to the cache is unreachable: masks come from the ring, which is reset."""
+        n_sink = self.ring.n_sink
+        self.feed(np.zeros(self.chunk, np.int32))
+        self.feed(np.zeros(1, np.int32))
+        self.reset(n_sink)
+
     def skip(self, n: int) -> None:
         """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""
         with self.lock:

@@ -26,7 +26,13 @@ SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
 # claims more of them than the file could hold is lying, and is refused before parsing.
 _MIN_KV_BYTES = 8 + 1 + 4 + 1
 _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
-_LIMITS = dict(n_layers=1024, d_model=65536, n_heads=1024, ffn_dim=1 << 20, vocab_size=1 << 22)
+_LIMITS = dict(n_layers=1024, d_model=65536, n_heads=1024, n_kv_heads=1024, head_dim=4096, ffn_dim=1 << 20,
+               vocab_size=1 << 22)
+# The gguf reader keeps ~1.4 KB of Python objects per string in a metadata array: cap the strings
+# a file may make it build (the largest real vocabularies plus merges are ~0.5M), and how deep
+# arrays may nest (each level is a Python recursion in the reader).
+_MAX_ARRAY_STRINGS = 1 << 21
+_MAX_ARRAY_DEPTH = 4
 
 
 def check_header(path: Path) -> int:
@@ -65,9 +71,63 @@ def read_gguf(path: str | os.PathLike):
     p = Path(path)
     check_header(p)
     try:
-        return gguf.GGUFReader(p, "r")
+        return _checked_reader(gguf)(p, "r")
     except (ValueError, IndexError, KeyError, TypeError, struct.error, OverflowError, MemoryError) as e:
         raise ModelFileError(f"malformed GGUF file ({type(e).__name__}: {_short(e)}): {p}") from None
+
+
+_READER_CLASS = None
+
+
+def _checked_reader(gguf):
+    """gguf.GGUFReader with bounds: the stock reader slices its memmap without checking, so a
+    read past the end yields a short array and the walk goes on (an array claiming 2^40 numbers
+    loops 2^40 times, growing a list); here a short read, an array that cannot fit in the rest of
+    the file, too many strings or too-deep nesting is a ValueError. Numeric arrays are read as one
+    view (contents() returns the same list) instead of one object per number."""
+    global _READER_CLASS
+    if _READER_CLASS is not None:
+        return _READER_CLASS
+    V = gguf.GGUFValueType
+
+    class CheckedReader(gguf.GGUFReader):
+        _n_strings = 0
+        _depth = 0
+
+        def _get(self, offset, dtype, count=1, override_order=None):
+            arr = super()._get(offset, dtype, count, override_order)
+            if len(arr) != int(count):
+                raise ValueError(f"file ends inside a field at byte {offset}")
+            return arr
+
+        def _get_field_parts(self, orig_offs, raw_type):
+            if raw_type != V.ARRAY:
+                return super()._get_field_parts(orig_offs, raw_type)
+            raw_itype = self._get(orig_offs, np.uint32)
+            alen = self._get(orig_offs + 4, np.uint64)
+            itype, n = V(int(raw_itype[0])), int(alen[0])
+            nptype = self.gguf_scalar_to_np.get(itype)
+            least = np.dtype(nptype).itemsize if nptype is not None else 8 if itype == V.STRING else 12
+            room = len(self.data) - orig_offs - 12
+            if n * least > room:
+                raise ValueError(f"metadata array at byte {orig_offs} claims {n} items, more than the "
+                                 f"{room} bytes after it can hold")
+            if nptype is not None:  # one view for the whole array
+                vals = self._get(orig_offs + 12, nptype, n)
+                return 12 + int(vals.nbytes), [raw_itype, alen, vals], [2], [V.ARRAY] + ([itype] if n else [])
+            self._n_strings += n
+            if self._n_strings > _MAX_ARRAY_STRINGS:
+                raise ValueError(f"metadata arrays hold more than {_MAX_ARRAY_STRINGS} strings")
+            if self._depth >= _MAX_ARRAY_DEPTH:
+                raise ValueError(f"metadata arrays nested more than {_MAX_ARRAY_DEPTH} deep")
+            self._depth += 1
+            try:
+                return super()._get_field_parts(orig_offs, raw_type)
+            finally:
+                self._depth -= 1
+
+    _READER_CLASS = CheckedReader
+    return CheckedReader
 
 
 def _short(e: BaseException, n: int = 160) -> str:
@@ -135,6 +195,8 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
         )
     if not 0 < cfg.context_length <= (1 << 24):
         raise ModelFileError(f"implausible context length {cfg.context_length}")
+    if not (np.isfinite(cfg.rope_base) and cfg.rope_base > 0 and np.isfinite(cfg.rms_eps) and 0 <= cfg.rms_eps < 1):
+        raise ModelFileError(f"implausible rope base {cfg.rope_base} or RMS epsilon {cfg.rms_eps}")
     rope_dims = md.get(f"{arch}.rope.dimension_count", cfg.head_dim)
     if rope_dims != cfg.head_dim:
         raise ModelFileError(f"partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) are not supported")
@@ -293,7 +355,8 @@ def load_model(path: str | os.PathLike) -> Model:
         params, freq = load_params(cfg, _Tensors(reader, size))
     except MemoryError:
         raise ModelFileError(f"not enough memory to load {p.name}") from None
-    template = ChatTemplate(
+    # A template that does not even compile falls back to ChatML; the app shows load_error.
+    template = ChatTemplate.with_fallback(
         md.get("tokenizer.chat_template") or None,
         bos_token=tok.bos_text or "",
         eos_token=tok.eos_text or "",

@@ -49,16 +49,18 @@ class Sampler:
         self.params = params.validate()
         self.rng = np.random.default_rng(params.seed)
 
-    def __call__(self, logits: np.ndarray, recent: list[int]) -> int:
+    def __call__(self, logits: np.ndarray, recent) -> int:
+        """recent: the latest token ids (any sequence or deque), for the repetition penalty."""
         p = self.params
         x = np.asarray(logits, dtype=np.float32).reshape(-1).copy()
         if p.repetition_penalty != 1.0 and recent:
-            ids = np.unique(np.asarray(recent[-p.repeat_last_n :], dtype=np.int64))
+            ids = np.unique(np.fromiter(recent, dtype=np.int64)[-p.repeat_last_n :])
             vals = x[ids]
             x[ids] = np.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
         if p.temperature <= 0:
             return int(np.argmax(x))
-        return int(self.rng.choice(*_candidates(x / p.temperature, p)))
+        ids, probs = _candidates(x / p.temperature, p)
+        return int(ids[self.rng.choice(ids.size, p=probs)])
 
 
 def _candidates(x: np.ndarray, p: SamplingParams) -> tuple[np.ndarray, np.ndarray]:

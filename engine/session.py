@@ -148,6 +148,11 @@ class ChatSession:
         self._dirty = True
         yield from self.stream(text, **overrides)
 
+    def warmup(self) -> None:
+        """Compile the jitted shapes before the first turn (no effect on the conversation)."""
+        if self.decoder.ring.next_pos == 0:
+            self.decoder.warmup()
+
     def cancel(self) -> None:
         self._cancel.set()
 
