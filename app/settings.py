@@ -158,8 +158,8 @@ class AppSettings:
     window: int = 0  # 0: the largest window that fits the budget
     sinks: int = -1  # -1: auto (the system prompt)
     system_prompt: str = "You are a helpful assistant."
-    temperature: float = 0.7
-    top_p: float = 0.95
+    temperature: float = 0.2  # SmolLM2 card: small models stay on topic at low temperature
+    top_p: float = 0.9
     top_k: int = 40
     min_p: float = 0.05
     repetition_penalty: float = 1.1

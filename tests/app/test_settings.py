@@ -31,7 +31,7 @@ FIELDS = AppSettings.field_names()
 
 EXPECTED_DEFAULTS = {
     "model_path": "", "device": "cpu", "kv_dtype": "int8", "kv_budget_mib": 11.5, "window": 0,
-    "sinks": -1, "system_prompt": "You are a helpful assistant.", "temperature": 0.7, "top_p": 0.95,
+    "sinks": -1, "system_prompt": "You are a helpful assistant.", "temperature": 0.2, "top_p": 0.9,
     "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "max_tokens": 512, "seed": -1,
     "theme": "system",
 }
@@ -60,7 +60,7 @@ def test_engine_arguments():
     s = AppSettings()
     assert s.budget_bytes == int(11.5 * 1024 * 1024)
     assert s.window_arg is None and s.sinks_arg == "auto"
-    assert s.sampling_kwargs() == {"temperature": 0.7, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+    assert s.sampling_kwargs() == {"temperature": 0.2, "top_k": 40, "top_p": 0.9, "min_p": 0.05,
                                    "repetition_penalty": 1.1, "seed": None, "max_tokens": 512}
     t = s.replace(window=1024, sinks=4, seed=7)
     assert (t.window_arg, t.sinks_arg, t.sampling_kwargs()["seed"]) == (1024, 4, 7)
@@ -137,11 +137,11 @@ def test_from_dict_keeps_good_values_and_reports_the_rest():
     assert (s.temperature, s.top_k, s.theme) == (1.2, 5, "dark")
     assert s.max_tokens == 256 and type(s.max_tokens) is int  # 256.0 from JSON is fine
     assert s.kv_budget_mib == 64.0 and type(s.kv_budget_mib) is float
-    assert (s.top_p, s.seed, s.device) == (0.95, -1, "cpu")  # defaults restored
+    assert (s.top_p, s.seed, s.device) == (0.9, -1, "cpu")  # defaults restored
     assert s.validate() == []
     assert sink == s.notices and len(s.notices) == 4
     assert any("Unknown setting 'nonsense'" in n for n in s.notices)
-    assert any(n.startswith("top_p must be") and "using the default 0.95" in n for n in s.notices)
+    assert any(n.startswith("top_p must be") and "using the default 0.9" in n for n in s.notices)
     assert any(n.startswith("seed must be") for n in s.notices)
     assert any(n.startswith("device must be") for n in s.notices)
     assert all("\n" not in n for n in s.notices)
