@@ -15,6 +15,7 @@ import numpy as np
 from . import forward, rope
 from .budget import MemoryPlan
 from .kv_cache import Ring, allocate
+from .sysmem import trim
 
 PREFILL_CHUNK = 64
 
@@ -47,6 +48,7 @@ class Decoder:
         self.feed(np.zeros(self.chunk, np.int32))
         self.feed(np.zeros(1, np.int32))
         self.reset(n_sink)
+        trim()  # what the compiler freed
 
     def skip(self, n: int) -> None:
         """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""

@@ -19,6 +19,7 @@ import numpy as np
 from .config import ModelConfig
 from .errors import ModelFileError
 from .forward import Layers, Params, QLinear
+from .sysmem import trim
 
 SUPPORTED_ARCHS = ("llama",)
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
@@ -29,9 +30,11 @@ _MIN_TENSOR_INFO_BYTES = 8 + 1 + 4 + 8 + 4 + 8
 _LIMITS = dict(n_layers=1024, d_model=65536, n_heads=1024, n_kv_heads=1024, head_dim=4096, ffn_dim=1 << 20,
                vocab_size=1 << 22)
 # The gguf reader keeps ~1.4 KB of Python objects per string in a metadata array: cap the strings
-# a file may make it build (the largest real vocabularies plus merges are ~0.5M), and how deep
-# arrays may nest (each level is a Python recursion in the reader).
-_MAX_ARRAY_STRINGS = 1 << 21
+# a file may make it build (real vocabularies plus merges stay under ~0.5M: Llama 3 has 128k tokens
+# and 280k merges), the numbers (scores and token types: two per token; ~40 B each once listed),
+# and how deep arrays may nest (each level is a Python recursion in the reader).
+_MAX_ARRAY_STRINGS = 1 << 20
+_MAX_ARRAY_NUMBERS = 1 << 22
 _MAX_ARRAY_DEPTH = 4
 
 
@@ -71,7 +74,8 @@ def read_gguf(path: str | os.PathLike):
     p = Path(path)
     check_header(p)
     try:
-        return _checked_reader(gguf)(p, "r")
+        with np.errstate(all="ignore"):  # wrapped uint64 sums in the reader: caught by the checks below
+            return _checked_reader(gguf)(p, "r")
     except (ValueError, IndexError, KeyError, TypeError, struct.error, OverflowError, MemoryError) as e:
         raise ModelFileError(f"malformed GGUF file ({type(e).__name__}: {_short(e)}): {p}") from None
 
@@ -83,7 +87,7 @@ def _checked_reader(gguf):
     """gguf.GGUFReader with bounds: the stock reader slices its memmap without checking, so a
     read past the end yields a short array and the walk goes on (an array claiming 2^40 numbers
     loops 2^40 times, growing a list); here a short read, an array that cannot fit in the rest of
-    the file, too many strings or too-deep nesting is a ValueError. Numeric arrays are read as one
+    the file, too many strings or numbers or too-deep nesting is a ValueError. Numeric arrays are read as one
     view (contents() returns the same list) instead of one object per number."""
     global _READER_CLASS
     if _READER_CLASS is not None:
@@ -92,6 +96,7 @@ def _checked_reader(gguf):
 
     class CheckedReader(gguf.GGUFReader):
         _n_strings = 0
+        _n_numbers = 0
         _depth = 0
 
         def _get(self, offset, dtype, count=1, override_order=None):
@@ -113,6 +118,9 @@ def _checked_reader(gguf):
                 raise ValueError(f"metadata array at byte {orig_offs} claims {n} items, more than the "
                                  f"{room} bytes after it can hold")
             if nptype is not None:  # one view for the whole array
+                self._n_numbers += n
+                if self._n_numbers > _MAX_ARRAY_NUMBERS:
+                    raise ValueError(f"metadata arrays hold more than {_MAX_ARRAY_NUMBERS} numbers")
                 vals = self._get(orig_offs + 12, nptype, n)
                 return 12 + int(vals.nbytes), [raw_itype, alen, vals], [2], [V.ARRAY] + ([itype] if n else [])
             self._n_strings += n
@@ -249,10 +257,35 @@ def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
 class _Tensors:
     def __init__(self, reader, file_size: int):
         self.by_name = {}
+        # llama.cpp's rule: tensors lie in the data section in the order of their infos, each at
+        # the end of the previous one rounded up to the alignment (no overlaps, gaps or strays).
+        align, expected = int(reader.alignment), 0
         for t in reader.tensors:
             if t.data_offset + int(t.n_bytes) > file_size:
                 raise ModelFileError(f"tensor {t.name} lies outside the file (truncated download?)")
+            start = int(t.data_offset) - int(reader.data_offset)
+            if start != expected:
+                raise ModelFileError(f"tensor {t.name} starts at byte {start} of the data section, not at "
+                                     f"{expected} where the tensors before it end (overlapping or misplaced data)")
+            expected += -(-int(t.n_bytes) // align) * align
             self.by_name[t.name] = t
+
+    def check(self, wanted: dict[str, tuple[tuple[int, ...], bool]]) -> None:
+        """Every tensor the model needs is present, of a supported type and of the shape the
+        metadata implies, before anything is allocated: the allocation is then bounded by what
+        the file really holds, whatever the metadata claims."""
+        for name, (shape, optional) in wanted.items():
+            t = self.by_name.get(name)
+            if t is None:
+                if optional:
+                    continue
+                raise ModelFileError(f"missing tensor {name}")
+            if t.tensor_type.name not in SUPPORTED_TYPES:
+                raise ModelFileError(f"unsupported tensor type {t.tensor_type.name} in {name} "
+                                     f"(supported: {', '.join(SUPPORTED_TYPES)})")
+            have = tuple(int(x) for x in reversed(t.shape.tolist()))
+            if have != shape:
+                raise ModelFileError(f"tensor {name} has shape {have}, the metadata implies {shape}")
 
     def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         t = self.by_name.get(name)
@@ -266,10 +299,27 @@ class _Tensors:
         return w
 
 
+def _wanted(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """name -> (numpy shape, optional) of every tensor load_params reads."""
+    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
+                             cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
+    w = {"token_embd.weight": ((V, d), False), "output.weight": ((V, d), True),
+         "output_norm.weight": ((d,), False), "rope_freqs.weight": ((hd // 2,), True)}
+    for i in range(L):
+        p = f"blk.{i}."
+        w.update({p + "attn_norm.weight": ((d,), False), p + "ffn_norm.weight": ((d,), False),
+                  p + "attn_q.weight": ((H * hd, d), False), p + "attn_k.weight": ((KVH * hd, d), False),
+                  p + "attn_v.weight": ((KVH * hd, d), False), p + "attn_output.weight": ((d, H * hd), False),
+                  p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False),
+                  p + "ffn_down.weight": ((d, F), False)})
+    return w
+
+
 def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray | None]:
     L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
                              cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
     qkv_out = (H + 2 * KVH) * hd
+    tensors.check(_wanted(cfg))
     # Preallocate the stacked int8 arrays and fill them layer by layer: peak memory stays at
     # the int8 model plus one f32 tensor.
     wqkv = (np.empty((L, qkv_out, d), np.int8), np.empty((L, qkv_out), np.float32))
@@ -361,4 +411,7 @@ def load_model(path: str | os.PathLike) -> Model:
         bos_token=tok.bos_text or "",
         eos_token=tok.eos_text or "",
     )
-    return Model(p, cfg, params, tok, template, md, freq)
+    model = Model(p, cfg, params, tok, template, md, freq)
+    del reader
+    trim()  # the f32 temporaries of dequantization: give the heap back (~100 MB)
+    return model

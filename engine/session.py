@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
-import psutil
 
 from .budget import MemoryPlan, plan_memory
 from .decoder import Decoder
 from .errors import SettingsError
 from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
 from .sampler import Sampler, SamplingParams
+from .sysmem import rss_bytes
 
 AUTO_SINKS_WITHOUT_SYSTEM = 4  # StreamingLLM's 4 attention sinks
 MIN_WINDOW = 32  # sinks never take the whole cache: the model must still see recent tokens
@@ -62,7 +62,6 @@ class ChatSession:
         self._recent: deque[int] = deque(maxlen=256)
         self._cancel = threading.Event()
         self._dirty = False  # the cache no longer matches the chunks: re-encode before use
-        self._process = psutil.Process()
         self._system_ids = self._encode_system()
         self.plan = self._effective_plan()
         self.decoder = Decoder(model, self.plan, n_sink=self.plan.sinks)
@@ -238,7 +237,7 @@ class ChatSession:
             tokens_seen=seen, cache_tokens=cached, capacity=self.plan.capacity,
             sink_tokens=ring.n_sink, window=ring.window, evicted_tokens=seen - cached,
             kv_bytes=dec.kv_bytes, budget_bytes=self.plan.budget_bytes,
-            weight_bytes=self.model.weight_bytes, rss_bytes=self._process.memory_info().rss,
+            weight_bytes=self.model.weight_bytes, rss_bytes=rss_bytes(),
             kv_dtype=self.plan.kv_dtype, messages=msgs,
         )
 
