@@ -1,0 +1,461 @@
+"""The chat pane: one widget per message, the streaming reply, and what the model still sees.
+
+Each message is a small frame (role, status badges, Pin / Copy / Edit buttons) over a
+:class:`~app.markdown_view.MarkdownStack`.  Messages whose tokens have all left the KV window
+are drawn faded; a marker sits at the boundary ("N tokens out of view"); pinned messages (their
+tokens are sinks) carry a "pinned" marker.  The streamed reply is coalesced: :meth:`ChatView.append_stream` only
+appends to a buffer, and a ~30 Hz timer re-renders the one growing message.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QScrollArea,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .markdown_view import SINGLE_VIEW_CHARS, MarkdownStack, blend
+
+FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
+PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
+
+ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
+STATUS_BADGES = {
+    "streaming": "● writing…",
+    "stopped": "■ stopped",
+    "interrupted": "⚠ interrupted",
+    "error": "⚠ failed",
+}
+
+
+@dataclass
+class ChatMessage:
+    role: str
+    content: str
+    status: str = "done"  # done | streaming | stopped | interrupted | error
+    pinned: bool = False
+    store_id: int | None = None
+
+
+@dataclass(frozen=True)
+class MessageMemoryView:
+    """How much of one message the model still sees (from SessionStats.messages)."""
+
+    tokens: int
+    in_cache: int
+    pinned: bool
+
+    @property
+    def faded(self) -> bool:
+        return not self.pinned and self.tokens > 0 and self.in_cache <= 0
+
+    @property
+    def partial(self) -> bool:
+        return not self.pinned and 0 < self.in_cache < self.tokens
+
+
+class MessageWidget(QFrame):
+    pinClicked = Signal(object, bool)  # self, wanted state
+    copyClicked = Signal(object)
+    editClicked = Signal(object)
+    linkClicked = Signal(QUrl)
+
+    def __init__(self, message: ChatMessage, parent=None):
+        super().__init__(parent)
+        self.message = message
+        self.memory: MessageMemoryView | None = None
+        self.setObjectName("message")
+        self.setProperty("role", message.role)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setAutoFillBackground(message.role == "user")
+        if message.role == "user":
+            self.setBackgroundRole(QPalette.ColorRole.AlternateBase)
+
+        self.roleLabel = QLabel(ROLE_TITLES.get(message.role, message.role))
+        f = self.roleLabel.font()
+        f.setBold(True)
+        self.roleLabel.setFont(f)
+        self.badge = QLabel()
+        self.badge.setObjectName("messageBadge")
+        self.memoryLabel = QLabel()
+        self.memoryLabel.setObjectName("messageMemory")
+        small = QFont(self.memoryLabel.font())
+        small.setPointSizeF(max(7.0, small.pointSizeF() * 0.9))
+        self.memoryLabel.setFont(small)
+        self.badge.setFont(small)
+
+        self.pinButton = QToolButton(text="Pin")
+        self.pinButton.setCheckable(True)
+        self.pinButton.setToolTip("Pin: keep this message's tokens in the sinks so the model always sees it")
+        self.pinButton.clicked.connect(lambda checked: self._pin_clicked(checked))
+        self.copyButton = QToolButton(text="Copy")
+        self.copyButton.setToolTip("Copy this message as Markdown")
+        self.copyButton.clicked.connect(lambda: self.copyClicked.emit(self))
+        self.editButton = QToolButton(text="Edit")
+        self.editButton.setToolTip("Edit this message and send it again")
+        self.editButton.clicked.connect(lambda: self.editClicked.emit(self))
+        self.editButton.setVisible(False)
+        for b in (self.pinButton, self.copyButton, self.editButton):
+            b.setAutoRaise(True)
+            b.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+
+        head = QHBoxLayout()
+        head.setContentsMargins(0, 0, 0, 0)
+        head.setSpacing(8)
+        head.addWidget(self.roleLabel)
+        head.addWidget(self.badge)
+        head.addWidget(self.memoryLabel)
+        head.addStretch(1)
+        head.addWidget(self.editButton)
+        head.addWidget(self.pinButton)
+        head.addWidget(self.copyButton)
+
+        self.body = MarkdownStack(self)
+        self.body.linkClicked.connect(self.linkClicked)
+        self.body.menuRequested.connect(lambda at: self.context_menu().exec(at))
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(lambda p: self.context_menu().exec(self.mapToGlobal(p)))
+        self.body.setAccessibleName(f"{self.roleLabel.text()} message")
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 6, 10, 6)
+        lay.setSpacing(2)
+        lay.addLayout(head)
+        lay.addWidget(self.body)
+        self.refresh()
+
+    def _pin_clicked(self, checked: bool) -> None:
+        # The button shows the real state; the window decides after previewing the cost.
+        self.pinButton.setChecked(self.message.pinned)
+        self.pinClicked.emit(self, checked)
+
+    def context_menu(self) -> QMenu:
+        """Right-click: pin/unpin (its cost is previewed before anything changes), copy, edit."""
+        menu = QMenu(self)
+        selection = self.body.selected_text()
+        if selection:
+            menu.addAction("Copy selection", lambda: QGuiApplication.clipboard().setText(selection))
+        pin = menu.addAction("Unpin" if self.message.pinned else "Pin: always keep in view",
+                             lambda: self._pin_clicked(not self.message.pinned))
+        pin.setEnabled(self.pinButton.isEnabled())
+        menu.addAction("Copy message", lambda: self.copyClicked.emit(self))
+        if self.editButton.isVisibleTo(self):
+            menu.addAction("Edit and resend", lambda: self.editClicked.emit(self))
+        return menu
+
+    def set_index(self, index: int) -> None:
+        who = ROLE_TITLES.get(self.message.role, self.message.role)
+        self.pinButton.setAccessibleName(f"Pin message {index + 1} ({who})")
+        self.copyButton.setAccessibleName(f"Copy message {index + 1} ({who})")
+        self.editButton.setAccessibleName(f"Edit message {index + 1} and resend")
+
+    @property
+    def faded(self) -> bool:
+        return bool(self.memory and self.memory.faded)
+
+    def refresh(self, render: bool = True) -> None:
+        """Re-render text (unless `render` is False), status and memory markers."""
+        m = self.message
+        if render:
+            self.body.set_markdown(m.content if m.content or m.status != "done" else "*(empty)*")
+        badges = []
+        if m.status in STATUS_BADGES:
+            badges.append(STATUS_BADGES[m.status])
+        self.badge.setText("  ".join(badges))
+        self.badge.setVisible(bool(badges))
+        self.pinButton.setChecked(m.pinned)
+        self.pinButton.setText("Unpin" if m.pinned else "Pin")
+        self.pinButton.setEnabled(m.status != "streaming")
+        self._refresh_memory()
+
+    def _refresh_memory(self) -> None:
+        mem, m = self.memory, self.message
+        if m.pinned:
+            text = "◆ pinned (in sinks)"
+        elif mem is None:
+            text = ""
+        elif mem.faded:
+            text = f"out of view ({mem.tokens:,} tokens)"
+        elif mem.partial:
+            text = f"partly out of view: last {mem.in_cache:,} of {mem.tokens:,} tokens seen"
+        else:
+            text = ""
+        self.memoryLabel.setText(text)
+        self.memoryLabel.setVisible(bool(text))
+        faded = self.faded
+        if self.property("faded") != faded:
+            self.setProperty("faded", faded)
+            self.body.set_faded(faded)
+            pal = QPalette(self.palette())
+            base = self.parentWidget().palette() if self.parentWidget() else self.palette()
+            role_color = base.color(QPalette.ColorRole.WindowText)
+            if faded:
+                role_color = blend(role_color, base.color(QPalette.ColorRole.Window), 0.6)
+            pal.setColor(QPalette.ColorRole.WindowText, role_color)
+            self.roleLabel.setPalette(pal)
+
+    def set_memory(self, memory: MessageMemoryView | None) -> None:
+        if memory != self.memory:
+            self.memory = memory
+            self._refresh_memory()
+
+
+class ChatView(QScrollArea):
+    """objectName ``chatView``: the conversation, newest at the bottom."""
+
+    pinRequested = Signal(int, bool)
+    copyRequested = Signal(int)
+    editRequested = Signal(int)
+    linkClicked = Signal(QUrl)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("chatView")
+        self.setAccessibleName("Conversation")
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self._inner = QWidget()
+        self._inner.setObjectName("chatViewContents")
+        self._layout = QVBoxLayout(self._inner)
+        self._layout.setContentsMargins(8, 8, 8, 8)
+        self._layout.setSpacing(6)
+        self.sinkLabel = QLabel()
+        self.sinkLabel.setObjectName("sinkLabel")
+        self.sinkLabel.setWordWrap(True)
+        self.sinkLabel.setVisible(False)
+        self.boundary = QLabel()
+        self.boundary.setObjectName("evictionBoundary")
+        self.boundary.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.boundary.setAccessibleName("Out of view boundary")
+        self.boundary.setVisible(False)
+        self.placeholder = QLabel(PLACEHOLDER)
+        self.placeholder.setWordWrap(True)
+        self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.placeholder.setObjectName("chatPlaceholder")
+        self._layout.addWidget(self.sinkLabel)
+        self._layout.addWidget(self.placeholder)
+        self._layout.addStretch(1)
+        self.setWidget(self._inner)
+        self.widgets: list[MessageWidget] = []
+        self.out_of_view = 0  # tokens of shown messages the model no longer sees
+        self._boundary: int | None = None  # first message below the "out of view" marker
+        self._stream: MessageWidget | None = None
+        self._pending: list[str] = []
+        self._stick = True
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(FLUSH_MS)
+        self._flush_timer.timeout.connect(self.flush)
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scroll)
+        bar.rangeChanged.connect(self._on_range)
+        self._style_boundary()
+
+    # -- scrolling --------------------------------------------------------------------
+
+    def _on_scroll(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._stick = value >= bar.maximum() - 24
+
+    def _on_range(self, _lo: int, hi: int) -> None:
+        if self._stick:
+            self.verticalScrollBar().setValue(hi)
+
+    def scroll_to_bottom(self) -> None:
+        self._stick = True
+        self.verticalScrollBar().setValue(self.verticalScrollBar().maximum())
+
+    def changeEvent(self, e):  # noqa: N802
+        if e.type() == QEvent.Type.PaletteChange:
+            self._style_boundary()
+        super().changeEvent(e)
+
+    def _style_boundary(self) -> None:
+        pal = self.palette()
+        mid = pal.color(QPalette.ColorRole.Mid).name()
+        hl = pal.color(QPalette.ColorRole.Highlight).name()
+        self.boundary.setStyleSheet(
+            f"QLabel#evictionBoundary {{ border-top: 2px dashed {mid}; border-bottom: 2px dashed {mid};"
+            f" padding: 4px; color: {hl}; font-weight: bold; }}")
+
+    # -- messages ---------------------------------------------------------------------
+
+    def messages(self) -> list[ChatMessage]:
+        return [w.message for w in self.widgets]
+
+    def set_messages(self, messages: list[ChatMessage]) -> None:
+        self.flush()
+        self._stream = None
+        self._flush_timer.stop()
+        for w in self.widgets:
+            self._layout.removeWidget(w)
+            w.deleteLater()
+        self.widgets = []
+        self._boundary = None
+        self.out_of_view = 0
+        self.boundary.setVisible(False)
+        self.setUpdatesEnabled(False)
+        try:
+            for m in messages:
+                self._add(m)
+        finally:
+            self.setUpdatesEnabled(True)
+        self._after_change()
+        self.scroll_to_bottom()
+
+    def append(self, message: ChatMessage) -> MessageWidget:
+        w = self._add(message)
+        self._after_change()
+        self.scroll_to_bottom()
+        return w
+
+    def _add(self, message: ChatMessage) -> MessageWidget:
+        w = MessageWidget(message, self._inner)
+        w.pinClicked.connect(self._on_pin)
+        w.copyClicked.connect(lambda wid: self.copyRequested.emit(self.widgets.index(wid)))
+        w.editClicked.connect(lambda wid: self.editRequested.emit(self.widgets.index(wid)))
+        w.linkClicked.connect(self.linkClicked)
+        # before the trailing stretch
+        self._layout.insertWidget(self._layout.count() - 1, w)
+        self.widgets.append(w)
+        return w
+
+    def _on_pin(self, widget: MessageWidget, wanted: bool) -> None:
+        self.pinRequested.emit(self.widgets.index(widget), wanted)
+
+    def remove_from(self, index: int) -> None:
+        if self._stream is not None and self._stream in self.widgets[index:]:
+            self._flush_timer.stop()
+            self._pending.clear()
+            self._stream = None
+        for w in self.widgets[index:]:
+            self._layout.removeWidget(w)
+            w.deleteLater()
+        del self.widgets[index:]
+        self._after_change()
+
+    def refresh(self, index: int) -> None:
+        self.widgets[index].refresh()
+
+    def _after_change(self) -> None:
+        self.placeholder.setVisible(not self.widgets)
+        last_user = max((i for i, w in enumerate(self.widgets) if w.message.role == "user"), default=-1)
+        for i, w in enumerate(self.widgets):
+            w.set_index(i)
+            w.editButton.setVisible(i == last_user)
+        self._place_boundary()
+
+    # -- streaming --------------------------------------------------------------------
+
+    def begin_stream(self, message: ChatMessage) -> MessageWidget:
+        self.flush()
+        message.status = "streaming"
+        w = self.append(message)
+        self._stream = w
+        self._pending.clear()
+        self._flush_timer.start()
+        return w
+
+    def append_stream(self, text: str) -> None:
+        """Cheap: called for every token; the timer puts the text on screen."""
+        if self._stream is not None:
+            self._pending.append(text)
+
+    def flush(self) -> None:
+        w = self._stream
+        if w is None or not self._pending:
+            return
+        w.message.content += "".join(self._pending)
+        self._pending.clear()
+        w.body.stream_markdown(w.message.content)
+
+    def end_stream(self, status: str, content: str | None = None) -> ChatMessage | None:
+        w = self._stream
+        self._flush_timer.stop()
+        if w is None:
+            return None
+        self.flush()
+        self._stream = None
+        if content is not None and content != w.message.content:
+            w.message.content = content
+            w.body.stream_markdown(content)
+        w.message.status = status
+        # a short reply becomes one document (exact Markdown, selectable as a whole); a long one
+        # keeps its streamed chunks rather than paying a full re-render in one go
+        w.refresh(render=len(w.message.content) <= SINGLE_VIEW_CHARS)
+        return w.message
+
+    # -- memory markers ---------------------------------------------------------------
+
+    def set_memory(self, per_message: dict[int, MessageMemoryView], sink_tokens: int | None = None,
+                   system_tokens: int = 0) -> None:
+        """Mark what the model still sees.  `system_tokens`: how many sinks are the system prompt.
+
+        Eviction goes oldest first, so the conversation reads: a faded prefix (pinned messages
+        excepted), at most one message cut by the window, then what the model sees.  The walk
+        below finds that boundary; a later message missing a token (the reply's last sampled
+        token is fed with the next turn) is not "out of view".
+        """
+        out = 0
+        boundary = 0  # index of the first message the model (partly) sees
+        for i, w in enumerate(self.widgets):
+            mem = per_message.get(i)
+            boundary = i
+            if mem is None or mem.pinned:
+                continue
+            if mem.faded:
+                out += mem.tokens
+                boundary = i + 1
+                continue
+            if mem.partial:
+                out += mem.tokens - mem.in_cache
+            break
+        for i, w in enumerate(self.widgets):
+            mem = per_message.get(i)
+            if mem is not None and mem.partial and i != boundary:
+                mem = MessageMemoryView(mem.tokens, mem.tokens, mem.pinned)  # not cut by the window
+            w.set_memory(mem)
+        if sink_tokens is not None:
+            parts = []
+            if system_tokens:
+                parts.append(f"the system prompt ({system_tokens:,})")
+            pinned = sum(1 for w in self.widgets if w.message.pinned)
+            if pinned:
+                parts.append(f"{pinned} pinned message{'s' if pinned > 1 else ''}")
+            what = " and ".join(parts) if parts else "the first tokens of the chat"
+            self.sinkLabel.setText(f"◆ Always in view — {sink_tokens:,} sink tokens: {what}")
+            self.sinkLabel.setVisible(sink_tokens > 0)
+        self.out_of_view = out
+        self._boundary = boundary if out > 0 else None
+        self._place_boundary()
+
+    def _place_boundary(self) -> None:
+        if self._boundary is None or self._boundary > len(self.widgets) or not self.widgets:
+            self.boundary.setVisible(False)
+            return
+        self.boundary.setText(
+            f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees the faded part above ▲")
+        anchor = self.widgets[self._boundary] if self._boundary < len(self.widgets) else None
+        want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1  # before the stretch
+        if self._layout.indexOf(self.boundary) != want - 1:
+            self._layout.removeWidget(self.boundary)
+            want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1
+            self._layout.insertWidget(want, self.boundary)
+        self.boundary.setVisible(True)
+
+
+    def boundary_index(self) -> int | None:
+        """Index of the first message below the boundary marker (None when nothing is out of view)."""
+        return self._boundary

@@ -1,0 +1,934 @@
+"""Pinwheel's main window: conversations | chat | memory gauge + settings.
+
+The window owns the conversation store (``app.store``, SQLite) and an
+:class:`~app.engine_worker.EngineController` whose thread owns the ChatSession; it never calls
+the engine itself.  Every finished message is in the store before the next request starts; a
+reply is saved as ``streaming`` while it grows (at most once a second) and finished as
+``done`` / ``stopped`` / ``interrupted``, so Stop, an engine error or a crash keeps it.
+
+Errors (a bad model file, an engine exception, out of memory, a full disk) appear in a banner
+at the top of the chat; nothing modal, nothing lost, the window stays usable.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QIcon, QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import PinwheelError
+from engine.session import MIN_WINDOW
+
+from .chat_view import PLACEHOLDER, ChatMessage, ChatView, MessageMemoryView
+from .conversation_list import ConversationSidebar
+from .engine_worker import EngineConfig, EngineController, ReplyResult, StatsSnapshot
+from .memory_gauge import MemoryGauge, fmt_bytes
+from .settings import AppSettings, default_settings_path, load_settings, save_settings
+from .settings_panel import SettingsPanel, session_plan
+from .store import ConversationStore, StoreError, default_data_dir, default_db_path
+
+log = logging.getLogger(__name__)
+
+SAVE_INTERVAL_MS = 1000  # a streaming reply is written to the store at most this often
+TITLE_CHARS = 48
+
+# store status <- what the window shows
+_STORE_STATUS = {"done": "done", "stopped": "stopped", "interrupted": "interrupted", "error": "interrupted"}
+
+
+def app_icon() -> QIcon:
+    try:
+        from .desktop_integration import app_icon as packaged_icon
+
+        return packaged_icon()
+    except (ImportError, OSError, ValueError):  # no packaged icons: Qt's default
+        return QIcon()
+
+
+class MessageInput(QPlainTextEdit):
+    """Enter (or Ctrl+Enter) sends, Shift+Enter starts a new line."""
+
+    submitted = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("messageInput")
+        self.setAccessibleName("Message")
+        self.setPlaceholderText("Message Pinwheel — Enter sends, Shift+Enter for a new line")
+        self.setTabChangesFocus(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(self.fontMetrics().lineSpacing() * 4 + 12)
+
+    def keyPressEvent(self, e):  # noqa: N802
+        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            mods = e.modifiers()
+            if mods & Qt.KeyboardModifier.ShiftModifier:
+                self.insertPlainText("\n")
+                return
+            if not mods & ~(Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.KeypadModifier):
+                self.submitted.emit()
+                return
+        super().keyPressEvent(e)
+
+
+class Banner(QFrame):
+    """An inline message at the top of the chat (errors, notices); dismissible."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        self.setAccessibleName("Error message")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.label = QLabel()
+        self.label.setObjectName("errorText")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action = QPushButton()
+        self.action.setVisible(False)
+        close = QToolButton(text="✕")
+        close.setAccessibleName("Dismiss message")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.hide)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 4, 4)
+        lay.addWidget(self.label, 1)
+        lay.addWidget(self.action)
+        lay.addWidget(close)
+        self.hide()
+        self._action_slot = None
+
+    def show_message(self, text: str, kind: str = "error", action: tuple[str, object] | None = None) -> None:
+        colors = {"error": ("#7a1d1d", "#fde8e8"), "memory": ("#7a1d1d", "#fde8e8"),
+                  "store": ("#7a1d1d", "#fde8e8"), "notice": ("#1d4e7a", "#e8f1fd")}
+        fg, bg = colors.get(kind, colors["error"])
+        if self.palette().color(self.backgroundRole()).lightness() < 128:
+            fg, bg = bg, fg
+        self.setStyleSheet(f"QFrame#errorBanner {{ background: {bg}; border: 1px solid {fg}; border-radius: 4px; }}"
+                           f" QFrame#errorBanner QLabel {{ color: {fg}; }}")
+        icon = "ⓘ " if kind == "notice" else "⚠ "
+        self.label.setText(icon + text)
+        if self._action_slot is not None:
+            self.action.clicked.disconnect(self._action_slot)
+            self._action_slot = None
+        if action:
+            self.action.setText(action[0])
+            self._action_slot = action[1]
+            self.action.clicked.connect(self._action_slot)
+        self.action.setVisible(bool(action))
+        self.show()
+
+
+class PinBar(QFrame):
+    """Preview of what pinning/unpinning a message costs, with Confirm / Cancel."""
+
+    confirmed = Signal(int, bool)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("pinBar")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.label = QLabel()
+        self.label.setObjectName("pinPreview")
+        self.label.setWordWrap(True)
+        self.ok = QPushButton("Pin")
+        self.ok.setObjectName("pinConfirmButton")
+        self.cancel = QPushButton("Cancel")
+        self.cancel.setObjectName("pinCancelButton")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.addWidget(self.label, 1)
+        lay.addWidget(self.ok)
+        lay.addWidget(self.cancel)
+        self.ok.clicked.connect(self._confirm)
+        self.cancel.clicked.connect(self.hide)
+        self.pending: tuple[int, bool] | None = None
+        self.hide()
+
+    def ask(self, index: int, pinned: bool, text: str, possible: bool) -> None:
+        self.pending = (index, pinned)
+        self.label.setText(text)
+        self.ok.setText("Pin" if pinned else "Unpin")
+        self.ok.setAccessibleName(f"{'Pin' if pinned else 'Unpin'} message {index + 1}")
+        self.ok.setEnabled(possible)
+        self.show()
+        (self.ok if possible else self.cancel).setFocus()
+
+    def _confirm(self) -> None:
+        if self.pending is not None:
+            index, pinned = self.pending
+            self.pending = None
+            self.hide()
+            self.confirmed.emit(index, pinned)
+
+
+@dataclass
+class _Reply:
+    request: int
+    message: ChatMessage
+    parts: list[str]
+    saved_len: int = 0
+
+
+class MainWindow(QMainWindow):
+    """``MainWindow(model_path=None, data_dir=None)``: the default model and the user's data
+    folder when not given; `data_dir` holds ``conversations.db`` and ``settings.json``."""
+
+    modelReady = Signal()
+    replyFinished = Signal(object)  # ReplyResult, after the window has recorded it
+
+    def __init__(self, model_path: str | os.PathLike | None = None, data_dir: str | os.PathLike | None = None,
+                 parent=None):
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Pinwheel")
+        self.setWindowIcon(app_icon())
+        self.errors: list[tuple[str, str]] = []  # (kind, message) shown so far, for tests/logs
+        self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
+        self.settings_path = (self.data_dir / "settings.json") if data_dir is not None else default_settings_path()
+        self.settings, notices = load_settings(self.settings_path)
+        self.model_path = str(model_path) if model_path else (self.settings.model_path or None)
+
+        self.model_ready = False
+        self.model_info = None
+        self.current_id: int | None = None
+        self.last_stats: StatsSnapshot | None = None
+        self.reply: _Reply | None = None
+        self.editing_index: int | None = None
+        self._history_request = 0
+        self._pending_settings: AppSettings | None = None  # sent to the engine, not yet taken
+        #: extra SamplingParams fields for every reply (e.g. {"ignore_eos": True}); tests and tools
+        self.sampling_overrides: dict = {}
+
+        self._build_ui()
+        self._open_store()
+        self.engine = EngineController(self)
+        self._connect_engine()
+        for n in notices:
+            self.show_error(n, "notice")
+
+        self._save_timer = QTimer(self)
+        self._save_timer.setInterval(SAVE_INTERVAL_MS)
+        self._save_timer.timeout.connect(self._save_partial)
+
+        self.refresh_conversations()
+        ids = self.sidebar.ids()
+        history = []
+        if ids:
+            history = self._open_conversation(ids[0], send_to_engine=False)
+        # Everything imported so far (Qt, JAX, numpy: ~10^5 long-lived objects) leaves the garbage
+        # collector's view: a full pass over them holds the GIL for ~0.1 s, a visible hitch, and
+        # they never become garbage.  The engine thread does the same once the model is loaded.
+        gc.freeze()
+        self._start_load(history)
+        self.engine.probe_devices()
+        self._update_actions()
+
+    # ------------------------------------------------------------------ construction
+
+    def _build_ui(self) -> None:
+        self.sidebar = ConversationSidebar()
+        self.sidebar.selected.connect(self.open_conversation)
+        self.sidebar.newRequested.connect(self.new_conversation)
+        self.sidebar.renameRequested.connect(self.rename_conversation)
+        self.sidebar.deleteRequested.connect(self.delete_conversation)
+        self.sidebar.exportRequested.connect(self.export_conversation)
+        self.sidebar.searchChanged.connect(lambda _t: self.refresh_conversations())
+
+        self.banner = Banner()
+        self.chat = ChatView()
+        self.chat.pinRequested.connect(self.request_pin)
+        self.chat.copyRequested.connect(self.copy_message)
+        self.chat.editRequested.connect(self.start_edit)
+        self.chat.linkClicked.connect(self.open_link)
+        self.pinBar = PinBar()
+        self.pinBar.confirmed.connect(self.set_pinned)
+
+        self.editBar = QLabel()
+        self.editBar.setObjectName("editBar")
+        self.editBar.setVisible(False)
+
+        self.input = MessageInput()
+        self.input.submitted.connect(self.send)
+        self.sendButton = QPushButton("Send")
+        self.sendButton.setObjectName("sendButton")
+        self.sendButton.setAccessibleName("Send message")
+        self.sendButton.setToolTip("Send (Enter or Ctrl+Enter)")
+        self.sendButton.clicked.connect(self.send)
+        self.stopButton = QPushButton("Stop")
+        self.stopButton.setObjectName("stopButton")
+        self.stopButton.setAccessibleName("Stop the reply")
+        self.stopButton.setToolTip("Stop the reply (Esc)")
+        self.stopButton.clicked.connect(self.stop)
+        self.regenButton = QPushButton("Regenerate")
+        self.regenButton.setObjectName("regenerateButton")
+        self.regenButton.setAccessibleName("Regenerate the last reply")
+        self.regenButton.setToolTip("Answer the last message again (Ctrl+R)")
+        self.regenButton.clicked.connect(self.regenerate)
+        buttons = QVBoxLayout()
+        buttons.setSpacing(4)
+        buttons.addWidget(self.sendButton)
+        buttons.addWidget(self.stopButton)
+        buttons.addWidget(self.regenButton)
+        buttons.addStretch(1)
+        input_row = QHBoxLayout()
+        input_row.addWidget(self.input, 1)
+        input_row.addLayout(buttons)
+
+        center = QWidget()
+        c = QVBoxLayout(center)
+        c.setContentsMargins(4, 4, 4, 4)
+        c.addWidget(self.banner)
+        c.addWidget(self.chat, 1)
+        c.addWidget(self.pinBar)
+        c.addWidget(self.editBar)
+        c.addLayout(input_row)
+
+        self.gauge = MemoryGauge()
+        self.settingsPanel = SettingsPanel(self.settings)
+        self.settingsPanel.applyRequested.connect(self.apply_settings)
+        right_inner = QWidget()
+        r = QVBoxLayout(right_inner)
+        r.setContentsMargins(4, 4, 4, 4)
+        gauge_title = QLabel("<b>Memory</b>")
+        r.addWidget(gauge_title)
+        r.addWidget(self.gauge)
+        r.addWidget(self.settingsPanel, 1)
+        right = QScrollArea()
+        right.setObjectName("sidePanel")
+        right.setWidgetResizable(True)
+        right.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        right.setWidget(right_inner)
+        right.setMinimumWidth(300)
+
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.setObjectName("mainSplitter")
+        split.addWidget(self.sidebar)
+        split.addWidget(center)
+        split.addWidget(right)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setStretchFactor(2, 0)
+        split.setSizes([210, 640, 340])
+        split.setChildrenCollapsible(False)
+        self.setCentralWidget(split)
+
+        # status bar
+        sb = self.statusBar()
+        self.loadProgress = QProgressBar()
+        self.loadProgress.setObjectName("loadProgress")
+        self.loadProgress.setAccessibleName("Model loading progress")
+        self.loadProgress.setMaximumWidth(180)
+        self.loadProgress.setTextVisible(False)
+        self.stageLabel = QLabel("Starting…")
+        self.modelLabel = QLabel("no model")
+        self.modelLabel.setObjectName("statusModel")
+        self.deviceLabel = QLabel("")
+        self.deviceLabel.setObjectName("statusDevice")
+        self.speedLabel = QLabel("— tok/s")
+        self.speedLabel.setObjectName("statusSpeed")
+        self.ttftLabel = QLabel("TTFT —")
+        self.ttftLabel.setObjectName("statusTtft")
+        self.cacheLabel = QLabel("cache —")
+        self.cacheLabel.setObjectName("statusCache")
+        sb.addWidget(self.loadProgress)
+        sb.addWidget(self.stageLabel, 1)
+        for w in (self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel, self.cacheLabel):
+            sb.addPermanentWidget(w)
+
+        # keyboard
+        QShortcut(QKeySequence("Ctrl+N"), self, self.new_conversation)
+        QShortcut(QKeySequence("Ctrl+Return"), self, self.send)
+        QShortcut(QKeySequence("Ctrl+Enter"), self, self.send)
+        QShortcut(QKeySequence("Escape"), self, self._escape)
+        QShortcut(QKeySequence("Ctrl+R"), self, self.regenerate)
+        QShortcut(QKeySequence("Ctrl+L"), self, self.input.setFocus)
+        QShortcut(QKeySequence(QKeySequence.StandardKey.Find), self, self.sidebar.search.setFocus)
+        QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.copy_last_reply)
+        QWidget.setTabOrder(self.sidebar.search, self.sidebar.list)
+        QWidget.setTabOrder(self.sidebar.list, self.sidebar.newButton)
+        QWidget.setTabOrder(self.sidebar.exportButton, self.chat)
+        QWidget.setTabOrder(self.chat, self.input)
+        QWidget.setTabOrder(self.input, self.sendButton)
+        QWidget.setTabOrder(self.sendButton, self.stopButton)
+        QWidget.setTabOrder(self.stopButton, self.regenButton)
+        QWidget.setTabOrder(self.regenButton, self.gauge)
+        self.resize(1280, 800)
+        self.input.setFocus()
+
+    def _open_store(self) -> None:
+        try:
+            self.store = ConversationStore(default_db_path(self.data_dir))
+            if self.store.recovered_messages:
+                self.show_error(f"{self.store.recovered_messages} reply(ies) cut short by a crash were kept "
+                                "and marked interrupted.", "notice")
+        except StoreError as exc:
+            self.store = ConversationStore(":memory:")
+            self.show_error(f"{exc} Conversations will not be saved this session.", "store")
+
+    def _connect_engine(self) -> None:
+        w = self.engine  # its signals arrive in this (the GUI) thread
+        w.loadProgress.connect(self._on_load_progress)
+        w.modelLoaded.connect(self._on_model_loaded)
+        w.loadFailed.connect(self._on_load_failed)
+        w.devicesFound.connect(self.settingsPanel.set_devices)
+        w.prefillProgress.connect(self._on_prefill)
+        w.token.connect(self._on_token)
+        w.statsReady.connect(self._on_stats)
+        w.replyFinished.connect(self._on_reply_finished)
+        w.planApplied.connect(self._on_plan_applied)
+        w.pinChanged.connect(self._on_pin_changed)
+        w.failed.connect(self._on_engine_failed)
+        w.autoSinks.connect(self.settingsPanel.set_auto_sinks)
+        w.historyLoaded.connect(self._on_history_loaded)
+        w.rebuilt.connect(lambda tokens, secs: self.stageLabel.setText(
+            f"Re-read {tokens:,} tokens of the conversation in {secs:.1f} s"))
+        self.settingsPanel.systemPromptEdited.connect(self.engine.count_sinks)
+
+    # ------------------------------------------------------------------ helpers
+
+    def engine_config(self, s: AppSettings | None = None) -> EngineConfig:
+        s = s or self.settings
+        return EngineConfig(kv_dtype=s.kv_dtype, budget_bytes=s.budget_bytes, window=s.window_arg,
+                            sinks=s.sinks_arg, system=s.system_prompt, device=s.device,
+                            sampling=s.sampling_kwargs())
+
+    def show_error(self, message: str, kind: str = "error", action=None) -> None:
+        self.errors.append((kind, message))
+        log.info("%s: %s", kind, message)
+        self.banner.show_message(message, kind, action)
+
+    def _store(self, fn, *args, **kwargs):
+        """Call the store; a failure (full disk, read-only folder) becomes a banner, not a crash."""
+        try:
+            return fn(*args, **kwargs)
+        except StoreError as exc:
+            self.show_error(str(exc), "store")
+        except (OSError, ValueError) as exc:
+            self.show_error(f"Couldn't save the conversation: {exc}", "store")
+        return None
+
+    @property
+    def generating(self) -> bool:
+        return self.reply is not None
+
+    def _update_actions(self) -> None:
+        busy = self.generating
+        self.sendButton.setEnabled(self.model_ready and not busy)
+        self.sendButton.setToolTip("Send (Enter or Ctrl+Enter)" if self.model_ready else
+                                   "Waiting for the model to load (you can type meanwhile)")
+        self.stopButton.setEnabled(busy)
+        msgs = self.chat.messages()
+        self.regenButton.setEnabled(self.model_ready and not busy and bool(msgs))
+        self.settingsPanel.set_busy(busy)
+
+    def history_dicts(self) -> list[dict]:
+        """The conversation as the engine takes it (a failed reply that wrote nothing is left out)."""
+        return [{"role": m.role, "content": m.content, "pinned": m.pinned,
+                 "interrupted": m.status != "done"}
+                for m in self.chat.messages() if m.content or m.status not in ("error", "interrupted")]
+
+    # ------------------------------------------------------------------ model loading
+
+    def _start_load(self, history: list[dict] | None, settings: AppSettings | None = None) -> None:
+        self.model_ready = False
+        self.loadProgress.setRange(0, 0)
+        self.loadProgress.show()
+        self.stageLabel.setText("Loading the model…")
+        self._update_actions()
+        self.engine.load(self.model_path, self.engine_config(settings), history)
+
+    def _on_load_progress(self, stage: str, done: int, total: int) -> None:
+        self.stageLabel.setText(stage)
+        self.chat.placeholder.setText(f"{stage}\nYou can type, and read old conversations, meanwhile.")
+        if total:
+            self.loadProgress.setRange(0, total)
+            self.loadProgress.setValue(done)
+        else:
+            self.loadProgress.setRange(0, 0)
+
+    def _on_model_loaded(self, info) -> None:
+        self.model_ready = True
+        self.model_info = info
+        self.loadProgress.hide()
+        self.stageLabel.setText(f"Model ready in {info.load_s:.1f} s")
+        self.chat.placeholder.setText(PLACEHOLDER)
+        if self._pending_settings is not None:  # loaded with new settings from the panel
+            note = self._adopt_pending_settings()
+            self.settingsPanel.applied_ok(self.settings, info.plan, f"Model loaded in {info.load_s:.1f} s.{note}")
+        if not self.settings.model_path:
+            self.settingsPanel.modelEdit.setPlaceholderText(f"default: {Path(info.path).name}")
+        self.modelLabel.setText(Path(info.path).stem)  # the file people chose; the GGUF's own name below
+        self.modelLabel.setToolTip(f"{info.name}\n{info.path}")
+        self.deviceLabel.setText(info.device.upper())
+        self.settingsPanel.applied_plan = info.plan
+        self.settingsPanel.set_model_config(info.config)
+        self.gauge.set_plan(info.plan)
+        self._update_cache_label(info.plan.sinks, info.plan.capacity)
+        self._update_actions()
+        self.modelReady.emit()
+
+    def _on_load_failed(self, kind: str, message: str) -> None:
+        self.model_ready = False
+        self.loadProgress.hide()
+        self.stageLabel.setText("No model loaded")
+        self.chat.placeholder.setText("No model is loaded: open a GGUF model file (Settings → Model → Open…).")
+        self.modelLabel.setText("no model")
+        if self._pending_settings is not None:
+            self._pending_settings = None
+            self.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
+        self._update_actions()
+        self.show_error(message, kind, ("Open a model…", self.choose_model))
+
+    def choose_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.load_model(path)
+
+    def load_model(self, path: str | None) -> None:
+        """Load another model file (in the engine thread); the conversation stays."""
+        self.stop()
+        self.banner.hide()
+        self.model_path = path
+        self._pending_settings = self.settings.replace(model_path=path or "")  # kept once it loads
+        self.settingsPanel.modelEdit.setText(path or "")
+        self._start_load(self.history_dicts(), self._pending_settings)
+
+    # ------------------------------------------------------------------ chatting
+
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or self.generating:
+            return
+        if not self.model_ready:
+            self.stageLabel.setText("The model is not ready yet; your message stays in the box.")
+            return
+        if self.editing_index is not None:
+            self._resend_edit(text)
+            return
+        if self.current_id is None:
+            conv = self._store(self.store.create_conversation, self._title_for(text), self._conversation_settings())
+            if conv is not None:
+                self.current_id = conv.id
+                self.refresh_conversations()
+        self.input.clear()
+        self._add_user_message(text)
+        self._begin_reply("send", text)
+
+    def _add_user_message(self, text: str) -> None:
+        """Show the user's message and save it (a store failure shows, the message stays)."""
+        stored = self._store(self.store.append_message, self.current_id, "user", text) \
+            if self.current_id is not None else None
+        self.chat.append(ChatMessage("user", text, store_id=stored.id if stored else None))
+
+    def _title_for(self, text: str) -> str:
+        line = " ".join(text.split())
+        return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1] + "…"
+
+    def _conversation_settings(self) -> dict:
+        d = self.settings.to_dict()
+        plan = self.settingsPanel.applied_plan
+        if plan is not None:
+            d["plan"] = plan.to_dict()
+        return d
+
+    def _begin_reply(self, kind: str, text: str = "") -> None:
+        msg = ChatMessage("assistant", "", status="streaming")
+        stored = self._store(self.store.append_message, self.current_id, "assistant", "", status="streaming") \
+            if self.current_id is not None else None
+        msg.store_id = stored.id if stored else None
+        self.chat.begin_stream(msg)
+        request = self.engine.generate(kind, text, {**self.settings.sampling_kwargs(), **self.sampling_overrides})
+        self.reply = _Reply(request, msg, [])
+        self.stageLabel.setText("Thinking…" if self.model_ready else "Waiting for the model to load…")
+        self._save_timer.start()
+        self._update_actions()
+
+    def stop(self) -> None:
+        if self.generating:
+            self.stageLabel.setText("Stopping…")
+            self.engine.cancel()
+
+    def _escape(self) -> None:
+        if self.generating:
+            self.stop()
+        elif self.editing_index is not None:
+            self.cancel_edit()
+        elif self.pinBar.isVisible():
+            self.pinBar.hide()
+
+    def _on_prefill(self, request: int, done: int, total: int) -> None:
+        if self.reply and request == self.reply.request and total:
+            self.stageLabel.setText(f"Reading the prompt… {done}/{total} tokens")
+
+    def _on_token(self, request: int, text: str) -> None:
+        r = self.reply
+        if r is None or request != r.request:
+            return
+        if not r.parts:
+            self.stageLabel.setText("Writing…")
+        r.parts.append(text)
+        self.chat.append_stream(text)
+
+    def _save_partial(self) -> None:
+        r = self.reply
+        if r is None or r.message.store_id is None:
+            return
+        n = sum(map(len, r.parts))
+        if n != r.saved_len:
+            r.saved_len = n
+            self._store(self.store.update_message, r.message.store_id, "".join(r.parts))
+
+    def _on_reply_finished(self, result: ReplyResult) -> None:
+        r = self.reply
+        if r is None or result.request != r.request:
+            return
+        self.reply = None
+        self._save_timer.stop()
+        failed = result.reason == "error"
+        content = result.reply if result.reply or not failed else "".join(r.parts)
+        status = "error" if failed else ("stopped" if result.reason == "cancelled" else "done")
+        self.chat.end_stream(status, content)
+        if status == "stopped" and not content:
+            # stopped before the first token: nothing to keep; the user message stays (Regenerate answers it)
+            self._delete_stored_from(len(self.chat.widgets) - 1, r.message)
+            self.chat.remove_from(len(self.chat.widgets) - 1)
+        elif r.message.store_id is not None:
+            self._store(self.store.finish_message, r.message.store_id, _STORE_STATUS[status], content)
+        if failed:
+            self.show_error(result.error or "The reply failed.", "engine")
+            self.stageLabel.setText("The reply failed; the conversation is kept")
+        else:
+            if result.decode_tok_s:
+                self.speedLabel.setText(f"{result.decode_tok_s:.1f} tok/s")
+            if result.ttft_s is not None:
+                self.ttftLabel.setText(f"TTFT {result.ttft_s * 1000:.0f} ms")
+            self.stageLabel.setText(f"{'Stopped after' if status == 'stopped' else 'Reply:'} "
+                                    f"{result.generated_tokens} tokens")
+        history = self.history_dicts()
+        if result.roles is not None and tuple(m["role"] for m in history) != result.roles:
+            # a failure or an early stop left the engine's history unlike the window's: re-read it
+            self._history_request = self.engine.load_history(history)
+        self.refresh_conversations()
+        self._update_actions()
+        self.replyFinished.emit(result)
+
+    def regenerate(self) -> None:
+        """Answer the last user message again (its reply, if any, is replaced)."""
+        msgs = self.chat.messages()
+        if self.generating or not self.model_ready or not msgs:
+            return
+        if msgs[-1].role == "assistant":
+            self._delete_stored_from(len(msgs) - 1, msgs[-1])
+            self.chat.remove_from(len(msgs) - 1)
+        self._begin_reply("regenerate")
+
+    def _delete_stored_from(self, index: int, message: ChatMessage) -> None:
+        if self.current_id is None or message.store_id is None:
+            return
+        stored = self._store(self.store.get_message, message.store_id)
+        if stored is not None:
+            self._store(self.store.delete_messages_from, self.current_id, stored.position)
+
+    def start_edit(self, index: int) -> None:
+        msgs = self.chat.messages()
+        if self.generating or index >= len(msgs) or msgs[index].role != "user":
+            return
+        if any(m.role == "user" for m in msgs[index + 1:]):
+            return  # only the last user message can be edited
+        self.editing_index = index
+        self.input.setPlainText(msgs[index].content)
+        self.editBar.setText(f"Editing message {index + 1}: Enter resends it (the reply after it is replaced), "
+                             "Esc cancels.")
+        self.editBar.show()
+        self.input.setFocus()
+
+    def cancel_edit(self) -> None:
+        self.editing_index = None
+        self.editBar.hide()
+        self.input.clear()
+
+    def _resend_edit(self, text: str) -> None:
+        index = self.editing_index
+        self.editing_index = None
+        self.editBar.hide()
+        msgs = self.chat.messages()
+        self._delete_stored_from(index, msgs[index])
+        self.chat.remove_from(index)
+        self.input.clear()
+        self._add_user_message(text)
+        self._begin_reply("edit", text)
+
+    def copy_message(self, index: int) -> None:
+        QGuiApplication.clipboard().setText(self.chat.messages()[index].content)
+        self.stageLabel.setText(f"Copied message {index + 1}")
+
+    def copy_last_reply(self) -> None:
+        msgs = self.chat.messages()
+        for i in range(len(msgs) - 1, -1, -1):
+            if msgs[i].role == "assistant":
+                self.copy_message(i)
+                return
+
+    def open_link(self, url: QUrl) -> None:
+        """Links in messages open only on a click, and only web/mail links, in the system browser."""
+        if url.scheme() in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)
+        else:
+            self.stageLabel.setText(f"Not opening {url.toString()[:80]}: only http(s) and mailto links open")
+
+    # ------------------------------------------------------------------ memory view
+
+    def _on_stats(self, snap: StatsSnapshot) -> None:
+        self.last_stats = snap
+        s = snap.stats
+        self.gauge.set_snapshot(snap)
+        per = {}
+        system_tokens = pinned_tokens = 0
+        for mm in s.messages:
+            if mm.index < 0:  # the system prompt: part of the sinks
+                system_tokens += int(mm.tokens_in_cache)
+                continue
+            per[mm.index] = MessageMemoryView(int(mm.tokens), int(mm.tokens_in_cache), bool(mm.pinned))
+            if mm.pinned:
+                pinned_tokens += int(mm.tokens)
+        self.chat.set_memory(per, int(s.sink_tokens), system_tokens)
+        if not self.generating:  # a reply's own tokens are never pinned: skip the work while streaming
+            self.settingsPanel.set_pinned_tokens(pinned_tokens)
+        self._update_cache_label(int(s.cache_tokens), int(s.capacity))
+        if self.generating and snap.tok_s:
+            self.speedLabel.setText(f"{snap.tok_s:.1f} tok/s")
+
+    def _update_cache_label(self, tokens: int, capacity: int) -> None:
+        self.cacheLabel.setText(f"cache {tokens:,} / {capacity:,}")
+
+    def pin_preview(self, index: int, pinned: bool) -> tuple[str, bool]:
+        """What pinning (or unpinning) message `index` would do to the plan, before doing it."""
+        if not self.model_ready or self.model_info is None or self.last_stats is None:
+            return "The model is not ready yet; try again in a moment.", False
+        stats = self.last_stats.stats
+        mm = next((m for m in stats.messages if m.index == index), None)
+        if mm is None:
+            return "This message's size is not known yet; try again in a moment.", False
+        tokens = int(mm.tokens)
+        wanted = stats.sink_tokens + tokens if pinned else stats.sink_tokens - tokens
+        s = self.settings
+        try:
+            new = session_plan(self.model_info.config, s.kv_dtype, s.budget_bytes, s.window_arg, wanted)
+        except PinwheelError as exc:
+            return f"Can't pin message {index + 1} ({tokens:,} tokens): {exc}", False
+        verb = "Pin" if pinned else "Unpin"
+        text = (f"{verb} message {index + 1} ({tokens:,} tokens)? Sinks {stats.sink_tokens:,} → {new.sinks:,}, "
+                f"window {stats.window:,} → {new.window:,}; KV {fmt_bytes(new.kv_bytes)} of "
+                f"{fmt_bytes(new.budget_bytes)} budget.")
+        if pinned and new.sinks < wanted:
+            text += (f" Only {new.sinks - stats.sink_tokens:,} of its tokens fit in the sinks (the window keeps "
+                     f"at least {MIN_WINDOW} tokens).")
+        if pinned and mm.tokens_in_cache < mm.tokens:
+            text += " It has left the window, so it will be read again."
+        return text, True
+
+    def request_pin(self, index: int, pinned: bool) -> None:
+        text, ok = self.pin_preview(index, pinned)
+        self.pinBar.ask(index, pinned, text, ok)
+
+    def set_pinned(self, index: int, pinned: bool) -> None:
+        self.engine.set_pinned(index, pinned)
+
+    def _on_pin_changed(self, index: int, pinned: bool) -> None:
+        msgs = self.chat.messages()
+        if index >= len(msgs):
+            return
+        msgs[index].pinned = pinned
+        self.chat.refresh(index)
+        if msgs[index].store_id is not None:
+            self._store(self.store.set_pinned, msgs[index].store_id, pinned)
+        self.stageLabel.setText(f"Message {index + 1} {'pinned' if pinned else 'unpinned'}")
+
+    # ------------------------------------------------------------------ settings
+
+    def apply_settings(self, s: AppSettings) -> None:
+        """Apply edited settings in the engine thread; they are kept (and saved) once the
+        engine has taken them, so a refused setting leaves the working one in force."""
+        self._pending_settings = s
+        if (s.model_path or None) != (self.settings.model_path or None) or s.device != self.settings.device:
+            self.model_path = s.model_path or None
+            self.settingsPanel.applyStatus.setText("Loading the model with the new settings…")
+            self.stop()
+            self._start_load(self.history_dicts(), s)
+            return
+        self.engine.apply(self.engine_config(s))
+
+    def _adopt_pending_settings(self) -> str:
+        """The engine took the pending settings: keep and save them; returns a note for the user."""
+        s, self._pending_settings = self._pending_settings, None
+        if s is None:
+            return ""
+        self.settings = s
+        try:
+            save_settings(s, self.settings_path)
+        except PinwheelError as exc:
+            self.show_error(str(exc), "store")
+            return " (in force for this session; they could not be saved)"
+        return ""
+
+    def _on_engine_failed(self, kind: str, message: str) -> None:
+        if self._pending_settings is not None:  # the engine refused the new settings
+            self._pending_settings = None
+            self.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
+        self.show_error(message, kind)
+
+    def _on_plan_applied(self, rebuilt: bool, plan, note: str) -> None:
+        shape = f"{plan.capacity:,} slots ({plan.sinks:,} sinks + {plan.window:,} window), {fmt_bytes(plan.kv_bytes)}"
+        if rebuilt:
+            what = f"Cache rebuilt: {shape}; the conversation was read into it again."
+        elif note == "re-read":
+            what = f"Applied without rebuilding the cache ({shape}); the conversation was re-read into it."
+        else:
+            what = "Applied without rebuilding the cache: it already fits these settings."
+        what += self._adopt_pending_settings()
+        self.settingsPanel.applied_ok(self.settings, plan, what)
+        self.gauge.set_plan(plan)
+        if self.current_id is not None:
+            self._store(self.store.set_conversation_settings, self.current_id, self._conversation_settings())
+
+    # ------------------------------------------------------------------ conversations
+
+    def refresh_conversations(self) -> None:
+        convs = self._store(self.store.list_conversations, self.sidebar.search.text()) or []
+        self.sidebar.set_conversations(convs, self.current_id)
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.current_id:
+            return
+        self.stop()
+        self._finish_reply_now()
+        self._open_conversation(conversation_id, send_to_engine=True)
+
+    def _open_conversation(self, conversation_id: int, send_to_engine: bool) -> list[dict]:
+        rows = self._store(self.store.messages, conversation_id)
+        if rows is None:
+            return []
+        self.current_id = conversation_id
+        self.cancel_edit()
+        self.pinBar.hide()
+        self.chat.set_messages([ChatMessage(m.role, m.content, m.status, m.pinned, m.id)
+                                for m in rows if m.role != "system"])
+        conv = self._store(self.store.get_conversation, conversation_id)
+        self.setWindowTitle(f"{conv.title} — Pinwheel" if conv else "Pinwheel")
+        history = self.history_dicts()
+        if send_to_engine:
+            self._history_request = self.engine.load_history(history)
+            self.stageLabel.setText("Reading the conversation into the model…")
+        self._update_actions()
+        return history
+
+    def _on_history_loaded(self, request: int) -> None:
+        if request == self._history_request and not self.generating:
+            self.stageLabel.setText("Conversation ready")
+
+    def _finish_reply_now(self) -> None:
+        """Leaving a conversation mid-reply: keep what was written, marked stopped."""
+        r = self.reply
+        if r is None:
+            return
+        self.reply = None
+        self._save_timer.stop()
+        content = "".join(r.parts)
+        self.chat.end_stream("stopped", content)
+        if r.message.store_id is not None:
+            self._store(self.store.finish_message, r.message.store_id, "stopped", content)
+
+    def new_conversation(self) -> None:
+        self.stop()
+        self._finish_reply_now()
+        self.current_id = None
+        self.cancel_edit()
+        self.pinBar.hide()
+        self.chat.set_messages([])
+        self.setWindowTitle("Pinwheel")
+        self.refresh_conversations()
+        self.sidebar.list.clearSelection()
+        self._history_request = self.engine.load_history([])
+        self.input.setFocus()
+        self._update_actions()
+
+    def rename_conversation(self, conversation_id: int, title: str) -> None:
+        self._store(self.store.rename_conversation, conversation_id, title)
+        if conversation_id == self.current_id:
+            self.setWindowTitle(f"{title} — Pinwheel")
+        QTimer.singleShot(0, self.refresh_conversations)
+
+    def delete_conversation(self, conversation_id: int, confirm: bool = True) -> None:
+        if confirm:
+            conv = self._store(self.store.get_conversation, conversation_id)
+            title = conv.title if conv else "this conversation"
+            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{title}” and all its messages?")
+            if answer != QMessageBox.StandardButton.Yes:
+                return
+        if conversation_id == self.current_id:
+            self.new_conversation()
+        self._store(self.store.delete_conversation, conversation_id)
+        self.refresh_conversations()
+
+    def export_conversation(self, conversation_id: int, fmt: str, path: str | None = None) -> str | None:
+        ext = "md" if fmt == "markdown" else "json"
+        if path is None:
+            conv = self._store(self.store.get_conversation, conversation_id)
+            name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in (conv.title if conv else "chat"))
+            path, _ = QFileDialog.getSaveFileName(self, "Export conversation", f"{name.strip() or 'chat'}.{ext}",
+                                                  "Markdown (*.md)" if ext == "md" else "JSON (*.json)")
+            if not path:
+                return None
+        text = self._store(self.store.export_markdown if ext == "md" else self.store.export_json, conversation_id)
+        if text is None:
+            return None
+        try:
+            Path(path).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.show_error(f"Couldn't write {path}: {exc.strerror or exc}", "store")
+            return None
+        self.stageLabel.setText(f"Exported to {path}")
+        return path
+
+    # ------------------------------------------------------------------ shutdown
+
+    def changeEvent(self, e):  # noqa: N802
+        if e.type() == QEvent.Type.PaletteChange:
+            self.gauge.update()
+        super().changeEvent(e)
+
+    def closeEvent(self, e):  # noqa: N802
+        self.shutdown()
+        super().closeEvent(e)
+
+    def shutdown(self) -> None:
+        """Stop generation, keep the partial reply, stop the engine thread, close the store."""
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
+        self.engine.cancel()
+        self._finish_reply_now()
+        self.engine.shutdown()
+        self.store.close()

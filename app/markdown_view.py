@@ -1,0 +1,293 @@
+"""A read-only Markdown view for model output: Qt's own renderer, and it never fetches anything.
+
+Model output is untrusted text.  This view:
+* parses it with QTextDocument's Markdown importer (GitHub dialect) with raw HTML switched off,
+  so ``<img src=http://...>`` or ``<script>`` show as text;
+* never loads a resource: ``loadResource`` answers nothing for every URL (remote or local), so a
+  Markdown image ``![](http://tracker/x.png)`` or ``![](file:///etc/passwd)`` stays a blank;
+* never follows a link by itself (``setOpenLinks(False)``); a click emits ``linkClicked`` and
+  the window opens http(s)/mailto links in the system browser.
+It sizes itself to its content (no scroll bar of its own) so many of them can sit in a list.
+
+:class:`MarkdownStack` keeps re-rendering cheap while a long reply streams: parsing and laying
+out Markdown costs time linear in its length (~2.5 ms per 1,000 characters here), so a reply
+is cut, at blank lines outside code fences, into chunks of about CHUNK_CHARS that are rendered
+once each; only the growing tail is re-rendered on every flush.
+"""
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+
+from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
+from PySide6.QtCore import QByteArray, QPoint, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import QColor, QPalette, QTextBlockFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+
+MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
+    QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
+    | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
+)
+
+
+_FENCE_LINE = re.compile(r"^ {0,3}(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
+
+
+def hard_line_breaks(text: str) -> str:
+    """Keep the model's line breaks: chat models write poems, addresses and unfenced code one
+    line at a time, and Markdown would join those lines into one paragraph.  Outside code
+    fences, a line followed by another non-blank line gets a hard break (two trailing spaces)."""
+    if "\n" not in text:
+        return text
+    lines = text.split("\n")
+    in_fence = False
+    for i, line in enumerate(lines[:-1]):
+        if _FENCE_LINE.match(line):
+            in_fence = not in_fence
+            continue
+        nxt = lines[i + 1]
+        if not in_fence and line.strip() and nxt.strip() and not _FENCE_LINE.match(nxt):
+            lines[i] = line + "  "
+            indent = len(nxt) - len(nxt.lstrip(" "))
+            if indent and not _LIST_ITEM.match(nxt) and not _LIST_ITEM.match(line):
+                lines[i + 1] = "\u00a0" * indent + nxt[indent:]  # keep unfenced code's indentation
+    return "\n".join(lines)
+
+
+def blend(a: QColor, b: QColor, t: float) -> QColor:
+    """`a` moved a fraction `t` towards `b`."""
+    return QColor(
+        round(a.red() + (b.red() - a.red()) * t),
+        round(a.green() + (b.green() - a.green()) * t),
+        round(a.blue() + (b.blue() - a.blue()) * t),
+    )
+
+
+class MarkdownView(QTextBrowser):
+    linkClicked = Signal(QUrl)
+    menuRequested = Signal(QPoint)  # a context menu, at this global position
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextBrowserInteraction | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        # Message bodies are reached with the mouse; the keyboard goes to each message's buttons.
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.viewport().setAutoFillBackground(False)
+        self.setAutoFillBackground(False)
+        self.document().setDocumentMargin(2)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.anchorClicked.connect(self.linkClicked)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.customContextMenuRequested.connect(lambda p: self.menuRequested.emit(self.viewport().mapToGlobal(p)))
+        self._markdown = ""
+        self._faded = False
+        self._fit()
+
+    # -- safety ---------------------------------------------------------------------
+
+    def loadResource(self, kind: int, url: QUrl):  # noqa: N802 - Qt override
+        """Never load anything a message refers to (images, style sheets), local or remote.
+
+        Returns empty bytes rather than None: PySide6 6.12 drops a reference to None each time
+        a Python override returns None for this QVariant, which crashes the interpreter later.
+        """
+        return QByteArray()
+
+    # -- content --------------------------------------------------------------------
+
+    def set_markdown(self, text: str) -> None:
+        if text == self._markdown and not self.document().isEmpty():
+            return
+        self._markdown = text
+        self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
+        self._shade_code_blocks()
+
+    def _shade_code_blocks(self) -> None:
+        """Give fenced/indented code a background so it reads as code (it is already monospace)."""
+        doc = self.document()
+        pal = self.palette()
+        bg = blend(pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text), 0.07)
+        block = doc.begin()
+        cursor = None
+        while block.isValid():
+            fmt = block.blockFormat()
+            if fmt.hasProperty(QTextFormat.Property.BlockCodeFence) or fmt.nonBreakableLines():
+                if cursor is None:
+                    cursor = QTextCursor(doc)
+                    cursor.beginEditBlock()
+                cursor.setPosition(block.position())
+                shade = QTextBlockFormat()
+                shade.setBackground(bg)
+                cursor.mergeBlockFormat(shade)
+            block = block.next()
+        if cursor is not None:
+            cursor.endEditBlock()
+
+    # -- looks ----------------------------------------------------------------------
+
+    def set_faded(self, faded: bool) -> None:
+        if faded == self._faded:
+            return
+        self._faded = faded
+        self._apply_palette()
+
+    def _apply_palette(self) -> None:
+        base = self.parentWidget().palette() if self.parentWidget() else self.palette()
+        pal = QPalette(base)
+        if self._faded:
+            for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
+                text = base.color(group, QPalette.ColorRole.Text)
+                window = base.color(group, QPalette.ColorRole.Window)
+                pal.setColor(group, QPalette.ColorRole.Text, blend(text, window, 0.6))
+        self.setPalette(pal)
+
+    # -- size -----------------------------------------------------------------------
+
+    def _fit(self, *_):
+        h = math.ceil(self.document().size().height()) + 2 * self.frameWidth()
+        if h != self.height():
+            self.setFixedHeight(max(h, 8))
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(200, self.height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(60, self.height())
+
+
+CHUNK_CHARS = 2000  # re-render at most about twice this much text per streaming flush
+SINGLE_VIEW_CHARS = 6000  # a finished message up to this long is shown as one document
+_FENCE = re.compile(_FENCE_LINE.pattern, re.MULTILINE)
+
+
+def _fence_starts(text: str) -> list[int]:
+    return [m.start() for m in _FENCE.finditer(text)]
+
+
+def split_markdown(text: str, start: int = 0, min_chars: int = CHUNK_CHARS) -> list[int]:
+    """Cut points in text[start:]: chunks of min_chars to 2 * min_chars characters (the growing
+    tail may be shorter).  A cut goes after a blank line outside code blocks when there is one
+    (the chunks then render exactly like the whole); otherwise after a line break or a space,
+    and a code block cut in two is closed and reopened by :func:`chunk_sources`."""
+    fences = _fence_starts(text)
+    cuts: list[int] = []
+    last, n = start, len(text)
+    while n - last > min_chars:
+        lo, hi = last + min_chars, min(last + 2 * min_chars, n)
+        p = text.find("\n\n", lo, hi)
+        while p >= 0 and bisect_left(fences, p) % 2:  # inside a code block
+            p = text.find("\n\n", p + 1, hi)
+        if p >= 0:
+            cut = p + 2
+        elif n > last + 2 * min_chars:  # no blank line: a line break, a space, or right here
+            p = text.rfind("\n", lo, hi)
+            if p < 0:
+                p = text.rfind(" ", lo, hi)
+            cut = p + 1 if p >= 0 else hi
+        else:
+            break  # wait for more text
+        cuts.append(cut)
+        last = cut
+    return cuts
+
+
+def chunk_sources(text: str, bounds: list[int]) -> list[str]:
+    """The Markdown each chunk text[a:b] renders: a chunk that starts or ends inside a code
+    block gets that block's opening line prepended, or a closing fence appended."""
+    fences = _fence_starts(text)
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        src = text[a:b]
+        k = bisect_left(fences, a)
+        if k % 2:  # starts inside a code block: reopen it the way it was opened
+            f = fences[k - 1]
+            end = text.find("\n", f)
+            src = text[f:end if end >= 0 else len(text)] + "\n" + src
+        k = bisect_left(fences, b)
+        if k % 2 and b < len(text):  # ends inside one: close it
+            opening = text[fences[k - 1]:].lstrip(" ")[:3]
+            src += ("" if src.endswith("\n") else "\n") + opening
+        out.append(src)
+    return out
+
+
+class MarkdownStack(QWidget):
+    """A message body: one MarkdownView, or several for a long text (see split_markdown)."""
+
+    linkClicked = Signal(QUrl)
+    menuRequested = Signal(QPoint)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._lay = QVBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._lay.setSpacing(0)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.views: list[MarkdownView] = []
+        self._pieces: list[str] = [""]  # the part of the text each view shows
+        self._faded = False
+        self._view(0)
+
+    def _view(self, i: int) -> MarkdownView:
+        while len(self.views) <= i:
+            v = MarkdownView(self)
+            v.linkClicked.connect(self.linkClicked)
+            v.menuRequested.connect(self.menuRequested)
+            v.set_faded(self._faded)
+            v.setAccessibleName(self.accessibleName())
+            self._lay.addWidget(v)
+            self.views.append(v)
+        return self.views[i]
+
+    def _show(self, text: str, bounds: list[int]) -> None:
+        for i, src in enumerate(chunk_sources(text, bounds)):
+            self._view(i).set_markdown(src)  # a no-op for a chunk that did not change
+        n = max(len(bounds) - 1, 1)
+        for v in self.views[n:]:
+            self._lay.removeWidget(v)
+            v.deleteLater()
+        del self.views[n:]
+        self._pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])] or [""]
+
+    def markdown_text(self) -> str:
+        return "".join(self._pieces)
+
+    def set_markdown(self, text: str) -> None:
+        """A finished text: one document when short enough to render at once."""
+        cuts = split_markdown(text, 0, CHUNK_CHARS * 2) if len(text) > SINGLE_VIEW_CHARS else []
+        self._show(text, [0, *cuts, len(text)])
+
+    def stream_markdown(self, text: str) -> None:
+        """A growing text: settled chunks stay as they are; only the tail is re-rendered."""
+        bounds = [0]
+        for piece in self._pieces[:-1]:
+            bounds.append(bounds[-1] + len(piece))
+        if not text.startswith("".join(self._pieces[:-1])):  # rewritten: start over
+            bounds = [0]
+        self._show(text, [*bounds, *split_markdown(text, bounds[-1]), len(text)])
+
+    def toPlainText(self) -> str:  # noqa: N802 - like QTextEdit
+        return "\n".join(v.toPlainText() for v in self.views)
+
+    def selected_text(self) -> str:
+        return "\n".join(t for t in (v.textCursor().selectedText() for v in self.views) if t).replace(
+            "\u2029", "\n")
+
+    def set_faded(self, faded: bool) -> None:
+        self._faded = faded
+        for v in self.views:
+            v.set_faded(faded)
+
+    def setAccessibleName(self, name: str) -> None:  # noqa: N802
+        super().setAccessibleName(name)
+        for v in self.views:
+            v.setAccessibleName(name)

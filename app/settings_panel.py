@@ -1,0 +1,368 @@
+"""The settings panel: model, device, memory plan, system prompt, sampling -- with a live preview.
+
+While the user edits, the preview shows what ``engine.budget.plan_memory`` makes of the
+values (slots, sinks, window, bytes) before anything is applied.  ``plan_memory`` is pure
+Python, so calling it on every edit in the GUI thread costs microseconds.  The window spin
+is capped by what the budget holds; sinks -1 means "auto (system prompt)", whose token count
+the engine thread reports (:meth:`SettingsPanel.set_auto_sinks`).
+"""
+from __future__ import annotations
+
+from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.budget import MIB, budget_slots, plan_memory
+from engine.errors import SettingsError
+from engine.session import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW
+
+from .memory_gauge import fmt_bytes
+from .settings import AppSettings
+
+KV_LABELS = {"int8": "int8 + scales (smallest)", "bf16": "bf16", "f32": "f32 (exact, largest)"}
+
+
+def session_plan(config, kv_dtype: str, budget_bytes: int, window: int | None, sinks: int):
+    """The plan a ChatSession runs with for these settings, `sinks` counting everything that is
+    pinned (the system prompt or the chosen number, plus pinned messages).  Like the session, it
+    keeps a window of at least MIN_WINDOW tokens; without that clamp it is plain plan_memory."""
+    slots = budget_slots(config, kv_dtype, budget_bytes)
+    return plan_memory(config, kv_dtype=kv_dtype, budget_bytes=budget_bytes, window=window or None,
+                       sinks=max(0, min(sinks, slots - MIN_WINDOW)))
+
+
+def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
+    widget.setObjectName(name)
+    widget.setAccessibleName(accessible)
+    return widget
+
+
+class SettingsPanel(QWidget):
+    applyRequested = Signal(object)  # AppSettings
+    systemPromptEdited = Signal(str)  # (debounced) to count its tokens for "auto" sinks
+
+    def __init__(self, settings: AppSettings, parent=None):
+        super().__init__(parent)
+        self.setObjectName("settingsPanel")
+        self.config = None  # ModelConfig, once a model is loaded
+        self.applied: AppSettings = settings
+        self.applied_plan = None
+        self._auto_sinks: dict[str, int] = {}
+        self.pinned_tokens = 0  # tokens of pinned messages: they are sinks too
+        self._loading = False
+        self._busy = False
+
+        # -- model and device --
+        self.modelEdit = _named(QLineEdit(), "modelPathEdit", "Model file")
+        self.modelEdit.setPlaceholderText("default: SmolLM2-135M-Instruct (Q4_1)")
+        self.modelEdit.setReadOnly(True)
+        self.browseButton = _named(QPushButton("Open…"), "modelBrowseButton", "Choose a model file")
+        self.browseButton.clicked.connect(self._browse)
+        self.deviceCombo = _named(QComboBox(), "deviceCombo", "Device")
+        self.deviceCombo.addItem("CPU", "cpu")
+        self.deviceCombo.setToolTip("GPU appears when JAX sees one; a change takes effect on the next model load")
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.modelEdit, 1)
+        model_row.addWidget(self.browseButton)
+
+        # -- memory --
+        self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")
+        for key, label in KV_LABELS.items():
+            self.kvDtypeCombo.addItem(label, key)
+        self.budgetSpin = _named(QDoubleSpinBox(), "budgetSpin", "KV budget in MiB")
+        self.budgetSpin.setRange(0.1, 65536.0)
+        self.budgetSpin.setDecimals(1)
+        self.budgetSpin.setSingleStep(0.5)
+        self.budgetSpin.setSuffix(" MiB")
+        self.windowSpin = _named(QSpinBox(), "windowSpin", "Window in tokens")
+        self.windowSpin.setRange(0, 1_000_000)
+        self.windowSpin.setSpecialValueText("largest that fits")
+        self.windowSpin.setSuffix(" tokens")
+        self.windowSpin.setSingleStep(32)
+        self.sinkSpin = _named(QSpinBox(), "sinkSpin", "Sink tokens")
+        self.sinkSpin.setRange(-1, 65_536)
+        self.sinkSpin.setSpecialValueText("auto (system prompt)")
+        self.systemPromptEdit = _named(QPlainTextEdit(), "systemPromptEdit", "System prompt")
+        self.systemPromptEdit.setTabChangesFocus(True)
+        self.systemPromptEdit.setFixedHeight(72)
+
+        # -- sampling --
+        self.temperatureSpin = self._dspin("temperatureSpin", "Temperature", 0, 5, 0.05, 2)
+        self.topPSpin = self._dspin("topPSpin", "Top-p", 0.01, 1, 0.01, 2)
+        self.minPSpin = self._dspin("minPSpin", "Min-p", 0, 0.99, 0.01, 2)
+        self.topKSpin = _named(QSpinBox(), "topKSpin", "Top-k")
+        self.topKSpin.setRange(0, 100_000)
+        self.topKSpin.setSpecialValueText("off")
+        self.repPenaltySpin = self._dspin("repetitionPenaltySpin", "Repetition penalty", 0.1, 10, 0.05, 2)
+        self.maxTokensSpin = _named(QSpinBox(), "maxTokensSpin", "Maximum reply tokens")
+        self.maxTokensSpin.setRange(1, 1_000_000)
+        self.seedSpin = _named(QSpinBox(), "seedSpin", "Seed")
+        self.seedSpin.setRange(-1, 2**31 - 1)
+        self.seedSpin.setSpecialValueText("random")
+
+        # -- preview and apply --
+        self.previewLabel = _named(QLabel(), "planPreview", "Memory plan preview")
+        self.previewLabel.setWordWrap(True)
+        self.previewLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.applyButton = _named(QPushButton("Apply"), "applyButton", "Apply settings")
+        self.applyButton.setDefault(False)
+        self.applyButton.clicked.connect(self.apply)
+        self.revertButton = _named(QPushButton("Revert"), "revertButton", "Revert settings")
+        self.revertButton.clicked.connect(lambda: self.load(self.applied))
+        self.applyStatus = _named(QLabel(), "applyStatus", "Apply result")
+        self.applyStatus.setWordWrap(True)
+
+        model_box = QGroupBox("Model")
+        f = QFormLayout(model_box)
+        f.addRow("File", model_row)
+        f.addRow("Device", self.deviceCombo)
+        mem_box = QGroupBox("Memory (KV cache)")
+        f = QFormLayout(mem_box)
+        f.addRow("Precision", self.kvDtypeCombo)
+        f.addRow("Budget", self.budgetSpin)
+        f.addRow("Window", self.windowSpin)
+        f.addRow("Sinks", self.sinkSpin)
+        f.addRow("System prompt", self.systemPromptEdit)
+        f.addRow(self.previewLabel)
+        samp_box = QGroupBox("Sampling")
+        f = QFormLayout(samp_box)
+        f.addRow("Temperature", self.temperatureSpin)
+        f.addRow("Top-p", self.topPSpin)
+        f.addRow("Top-k", self.topKSpin)
+        f.addRow("Min-p", self.minPSpin)
+        f.addRow("Repetition penalty", self.repPenaltySpin)
+        f.addRow("Max reply tokens", self.maxTokensSpin)
+        f.addRow("Seed", self.seedSpin)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.applyButton)
+        buttons.addWidget(self.revertButton)
+        buttons.addStretch(1)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(model_box)
+        lay.addWidget(mem_box)
+        lay.addLayout(buttons)
+        lay.addWidget(self.applyStatus)
+        lay.addWidget(samp_box)
+        lay.addStretch(1)
+
+        self._prompt_timer = QTimer(self)
+        self._prompt_timer.setSingleShot(True)
+        self._prompt_timer.setInterval(250)
+        self._prompt_timer.timeout.connect(lambda: self.systemPromptEdited.emit(self.system_prompt()))
+        for sig in (self.kvDtypeCombo.currentIndexChanged, self.budgetSpin.valueChanged,
+                    self.windowSpin.valueChanged, self.sinkSpin.valueChanged):
+            sig.connect(self.refresh_preview)
+        self.systemPromptEdit.textChanged.connect(self._prompt_changed)
+        self.load(settings)
+
+    def _dspin(self, name: str, label: str, lo: float, hi: float, step: float, decimals: int) -> QDoubleSpinBox:
+        s = _named(QDoubleSpinBox(), name, label)
+        s.setRange(lo, hi)
+        s.setSingleStep(step)
+        s.setDecimals(decimals)
+        return s
+
+    # -- values ----------------------------------------------------------------------
+
+    def load(self, s: AppSettings) -> None:
+        """Show `s` in the widgets (no signal storm: the preview is refreshed once)."""
+        self._loading = True
+        try:
+            self.modelEdit.setText(s.model_path)
+            i = self.deviceCombo.findData(s.device)
+            self.deviceCombo.setCurrentIndex(max(i, 0))
+            self.kvDtypeCombo.setCurrentIndex(max(self.kvDtypeCombo.findData(s.kv_dtype), 0))
+            self.budgetSpin.setValue(s.kv_budget_mib)
+            self.sinkSpin.setValue(s.sinks)
+            self.windowSpin.setValue(s.window)
+            if self.systemPromptEdit.toPlainText() != s.system_prompt:
+                self.systemPromptEdit.setPlainText(s.system_prompt)
+            self.temperatureSpin.setValue(s.temperature)
+            self.topPSpin.setValue(s.top_p)
+            self.topKSpin.setValue(s.top_k)
+            self.minPSpin.setValue(s.min_p)
+            self.repPenaltySpin.setValue(s.repetition_penalty)
+            self.maxTokensSpin.setValue(s.max_tokens)
+            self.seedSpin.setValue(s.seed)
+        finally:
+            self._loading = False
+        self.refresh_preview()
+
+    def system_prompt(self) -> str:
+        return self.systemPromptEdit.toPlainText()
+
+    def current(self) -> AppSettings:
+        """The settings as edited (not yet applied)."""
+        return self.applied.replace(
+            model_path=self.modelEdit.text(),
+            device=self.deviceCombo.currentData() or "cpu",
+            kv_dtype=self.kvDtypeCombo.currentData(),
+            kv_budget_mib=round(self.budgetSpin.value(), 3),
+            window=self.windowSpin.value(),
+            sinks=self.sinkSpin.value(),
+            system_prompt=self.system_prompt(),
+            temperature=round(self.temperatureSpin.value(), 4),
+            top_p=round(self.topPSpin.value(), 4),
+            top_k=self.topKSpin.value(),
+            min_p=round(self.minPSpin.value(), 4),
+            repetition_penalty=round(self.repPenaltySpin.value(), 4),
+            max_tokens=self.maxTokensSpin.value(),
+            seed=self.seedSpin.value(),
+        )
+
+    def set_devices(self, devices: list[str]) -> None:
+        want = self.applied.device
+        self.deviceCombo.blockSignals(True)
+        self.deviceCombo.clear()
+        for d in devices:
+            self.deviceCombo.addItem(d.upper(), d)
+        i = self.deviceCombo.findData(want)
+        self.deviceCombo.setCurrentIndex(max(i, 0))
+        self.deviceCombo.blockSignals(False)
+
+    def set_model_config(self, config) -> None:
+        self.config = config
+        self.refresh_preview()
+
+    def set_auto_sinks(self, system_prompt: str, tokens: int) -> None:
+        """The engine counted the rendered system turn: that is what "auto" pins."""
+        self._auto_sinks[system_prompt] = tokens
+        if len(self._auto_sinks) > 64:
+            self._auto_sinks.pop(next(iter(self._auto_sinks)))
+        self.refresh_preview()
+
+    def auto_sinks(self) -> int | None:
+        """Sinks "auto" pins for the edited system prompt (None until the engine counted it)."""
+        text = self.system_prompt()
+        if not text:
+            return AUTO_SINKS_WITHOUT_SYSTEM
+        return self._auto_sinks.get(text)
+
+    def set_pinned_tokens(self, tokens: int) -> None:
+        if tokens != self.pinned_tokens:
+            self.pinned_tokens = tokens
+            self.refresh_preview()
+
+    def _prompt_changed(self) -> None:
+        if not self._loading:
+            self._prompt_timer.start()
+        self.refresh_preview()
+
+    # -- preview ---------------------------------------------------------------------
+
+    def sinks_for_plan(self) -> int | None:
+        """Sinks as chosen (auto: the system prompt's tokens), before pinned messages."""
+        s = self.sinkSpin.value()
+        return self.auto_sinks() if s < 0 else s
+
+    def preview_plan(self):
+        """The plan the edited values give (what Apply will run with); raises SettingsError."""
+        if self.config is None:
+            return None
+        sinks = self.sinks_for_plan()
+        if sinks is None:  # auto, still being counted: the current count is the best guess
+            sinks = self.applied_plan.sinks - self.pinned_tokens if self.applied_plan else AUTO_SINKS_WITHOUT_SYSTEM
+        return session_plan(self.config, self.kvDtypeCombo.currentData(),
+                            int(round(self.budgetSpin.value() * MIB)), self.windowSpin.value() or None,
+                            sinks + self.pinned_tokens)
+
+    def refresh_preview(self, *_):
+        if self._loading:
+            return
+        if self.config is None:
+            self.previewLabel.setText("The plan appears here once the model has loaded.")
+            return
+        dtype = self.kvDtypeCombo.currentData()
+        budget = int(round(self.budgetSpin.value() * MIB))
+        try:
+            slots = budget_slots(self.config, dtype, budget)
+        except SettingsError as exc:
+            self.previewLabel.setText(f"⚠ {exc}")
+            self.applyButton.setEnabled(False)
+            return
+        # sinks leave the session's minimum window; the window can use what the sinks leave
+        self.sinkSpin.setMaximum(max(slots - MIN_WINDOW - self.pinned_tokens, 0))
+        try:
+            plan = self.preview_plan()
+        except SettingsError as exc:
+            self.previewLabel.setText(f"⚠ {exc}")
+            self.applyButton.setEnabled(False)
+            return
+        cap = max(slots - plan.sinks, 1)
+        if self.windowSpin.maximum() != cap:
+            self.windowSpin.blockSignals(True)
+            self.windowSpin.setMaximum(cap)
+            self.windowSpin.blockSignals(False)
+        self.applyButton.setEnabled(not self._busy)
+        parts = []
+        if self.sinkSpin.value() < 0:
+            parts.append("system prompt" if self.auto_sinks() is not None else "system prompt: counting…")
+        if self.pinned_tokens:
+            parts.append(f"{self.pinned_tokens:,} pinned")
+        sink_note = f" ({', '.join(parts)})" if parts else ""
+        change = ""
+        if self.applied_plan is not None:
+            same = (plan.kv_dtype, plan.sinks, plan.window) == (
+                self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
+            change = "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
+        self.previewLabel.setText(
+            f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sinks{sink_note} + {plan.window:,} window"
+            f" (budget holds {plan.slots:,})<br>"
+            f"{plan.bytes_per_position:,} B/token · KV {fmt_bytes(plan.kv_bytes)} of "
+            f"{fmt_bytes(plan.budget_bytes)}{change}")
+
+    def preview_text(self) -> str:
+        return self.previewLabel.text()
+
+    # -- actions ---------------------------------------------------------------------
+
+    def set_busy(self, busy: bool) -> None:
+        """While a reply is generated, Apply waits (the preview keeps working)."""
+        self._busy = busy
+        self.refresh_preview()
+
+    def apply(self) -> None:
+        s = self.current()
+        problems = s.validate()
+        if problems:
+            self.applyStatus.setText("⚠ " + problems[0])
+            return
+        try:
+            self.preview_plan()
+        except SettingsError as exc:
+            self.applyStatus.setText(f"⚠ {exc}")
+            return
+        self.applyStatus.setText("Applying…")
+        self.applyRequested.emit(s)
+
+    def applied_ok(self, settings: AppSettings, plan, message: str) -> None:
+        self.applied = settings
+        self.applied_plan = plan
+        self.applyStatus.setText(message)
+        self.refresh_preview()
+
+    def _browse(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", self.modelEdit.text(),
+                                              "GGUF models (*.gguf);;All files (*)")
+        if path:
+            self.modelEdit.setText(path)  # loaded on Apply, with the other settings
+            self.applyStatus.setText("Apply to load this model.")
+
+
+__all__ = ["SettingsPanel", "session_plan"]

@@ -1,0 +1,218 @@
+"""The engine thread: requests in, Qt signals out, Stop from the GUI thread (real engine, tiny model)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QThread  # noqa: E402
+
+from app.engine_worker import EngineConfig, EngineController, describe_error  # noqa: E402
+from engine.budget import MIB  # noqa: E402
+from engine.errors import ModelFileError, SettingsError  # noqa: E402
+
+TIMEOUT_MS = 180_000
+SAMPLING = {"seed": 3, "temperature": 0.8, "max_tokens": 32, "ignore_eos": True}
+
+
+def test_describe_error_gives_one_line_and_a_kind():
+    assert describe_error(ModelFileError("not a GGUF file:\n  bad magic")) == ("engine", "not a GGUF file: bad magic")
+    kind, msg = describe_error(MemoryError())
+    assert kind == "memory" and "Out of memory" in msg and "\n" not in msg
+    kind, msg = describe_error(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"))
+    assert kind == "memory"
+    kind, msg = describe_error(ValueError("x" * 2000))
+    assert kind == "engine" and msg.startswith("Engine error (ValueError)") and len(msg) < 400
+
+
+@pytest.fixture(scope="module")
+def engine(qapp, tiny_bpe_gguf):
+    ctl = EngineController()
+    loaded = []
+    ctl.modelLoaded.connect(loaded.append)
+    ctl.loadFailed.connect(lambda *a: loaded.append(a))
+    try:
+        ctl.load(str(tiny_bpe_gguf), EngineConfig(system="You are terse.", sampling=SAMPLING))
+        deadline = time.monotonic() + TIMEOUT_MS / 1000
+        while not loaded and time.monotonic() < deadline:
+            qapp.processEvents()
+            time.sleep(0.005)
+        assert loaded and not isinstance(loaded[0], tuple), loaded
+        ctl.info = loaded[0]
+        yield ctl
+    finally:
+        assert ctl.shutdown()
+
+
+def run_reply(qtbot, engine, text="Hello there", kind="send", sampling=SAMPLING):
+    pieces, threads, stats = [], set(), []
+
+    def on_token(req, piece):
+        threads.add(QThread.currentThread())
+        pieces.append((req, piece))
+
+    engine.token.connect(on_token)
+    engine.statsReady.connect(stats.append)
+    try:
+        with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+            req = engine.generate(kind, text, sampling)
+    finally:
+        engine.token.disconnect(on_token)
+        engine.statsReady.disconnect(stats.append)
+    result = blocker.args[0]
+    assert result.request == req
+    return result, [p for r, p in pieces if r == req], threads, stats
+
+
+def test_load_reports_the_model_and_its_plan(engine):
+    info = engine.info
+    assert info.config.n_layers >= 1 and info.name and info.device == "cpu"
+    s = engine.worker.session
+    assert info.plan == s.plan and info.plan.sinks == len(s._system_ids) > 0  # auto sinks = the system turn
+    assert engine.worker.thread() is engine.thread and engine.thread is not QThread.currentThread()
+
+
+def test_reply_streams_as_signals_in_the_gui_thread(qtbot, engine):
+    result, pieces, threads, stats = run_reply(qtbot, engine)
+    assert result.reason == "max_tokens" and result.generated_tokens == SAMPLING["max_tokens"]
+    assert "".join(pieces) == result.reply
+    assert len(pieces) > 1
+    assert threads == {QThread.currentThread()}  # queued into the GUI thread, never a widget touched there
+    assert stats and stats[-1].stats.tokens_seen > 0
+    assert result.ttft_s is not None and result.decode_tok_s > 0
+
+
+def test_stop_from_the_gui_thread_returns_at_once(qtbot, engine):
+    got = []
+    engine.token.connect(lambda r, p: got.append(r))
+    long = {**SAMPLING, "max_tokens": 100_000}
+    with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+        req = engine.generate("send", "Tell me everything", long)
+        qtbot.waitUntil(lambda: got.count(req) >= 5, timeout=TIMEOUT_MS)
+        t0 = time.perf_counter()
+        engine.cancel()
+        assert time.perf_counter() - t0 < 0.01  # never waits for the engine thread
+    result = blocker.args[0]
+    assert result.reason == "cancelled" and result.reply and result.generated_tokens < 100_000
+    s = engine.worker.session
+    assert s.messages[-1]["role"] == "assistant" and s.messages[-1].get("interrupted")
+    # the stop does not leak into the next request
+    result, *_ = run_reply(qtbot, engine, "Go on")
+    assert result.reason == "max_tokens"
+
+
+def test_stop_before_the_request_starts_cancels_it(qtbot, engine):
+    n = len(engine.worker.session.messages)
+    with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+        engine.generate("send", "never answered", SAMPLING)
+        engine.cancel()
+    result = blocker.args[0]
+    assert result.reason == "cancelled" and not result.reply
+    # cancelled before it started (nothing happened) or during the prompt (the question stays)
+    assert result.roles == tuple(m["role"] for m in engine.worker.session.messages)
+    assert len(result.roles) in (n, n + 1)
+
+
+def test_regenerate_and_edit(qtbot, engine):
+    n = len(engine.worker.session.messages)
+    run_reply(qtbot, engine, "Question one")
+    result, *_ = run_reply(qtbot, engine, kind="regenerate", sampling={**SAMPLING, "seed": 99})
+    msgs = engine.worker.session.messages
+    assert len(msgs) == n + 2 and msgs[-1]["content"] == result.reply
+    result, *_ = run_reply(qtbot, engine, "Question one, edited", kind="edit")
+    msgs = engine.worker.session.messages
+    assert len(msgs) == n + 2 and msgs[-2]["content"] == "Question one, edited"
+
+
+def test_apply_says_whether_the_cache_was_rebuilt(qtbot, engine):
+    base = EngineConfig(system="You are terse.", sampling=SAMPLING)
+    for cfg, want_rebuilt, want_note in (
+        (EngineConfig(system="You are terse.", window=64, sampling=SAMPLING), True, "reallocated"),
+        (EngineConfig(system="You are terse.", window=64, sampling=SAMPLING), False, "unchanged"),
+        (EngineConfig(system="Answer in French.", window=64, sampling=SAMPLING), None, None),
+        (base, True, "reallocated"),
+    ):
+        with qtbot.waitSignal(engine.planApplied, timeout=TIMEOUT_MS) as blocker:
+            engine.apply(cfg)
+        rebuilt, plan, note = blocker.args
+        if want_rebuilt is not None:
+            assert (rebuilt, note) == (want_rebuilt, want_note), cfg
+        assert plan == engine.worker.session.plan
+        if cfg.window:
+            assert plan.window <= 64
+    assert engine.worker.session.system == "You are terse."
+
+
+def test_auto_sinks_are_counted_in_the_engine_thread(qtbot, engine):
+    def counted(text):
+        with qtbot.waitSignal(engine.autoSinks, timeout=TIMEOUT_MS,
+                              check_params_cb=lambda system, n: system == text) as blocker:
+            engine.count_sinks(text)
+        return blocker.args[1]
+
+    assert counted("You are terse.") == len(engine.worker.session._system_ids) > 4
+    assert counted("") == 4  # no system prompt: StreamingLLM's 4 sinks
+    longer = counted("You are terse. " * 20)
+    assert longer > counted("You are terse.")
+
+
+def test_errors_come_back_as_signals(qtbot, engine):
+    s = engine.worker.session
+    with qtbot.waitSignal(engine.failed, timeout=TIMEOUT_MS) as blocker:
+        engine.set_pinned(10_000, True)
+    kind, message = blocker.args
+    assert kind == "engine" and "no message" in message
+    # an impossible plan is refused with what would fit; the session keeps its plan
+    before = s.plan
+    with qtbot.waitSignal(engine.failed, timeout=TIMEOUT_MS) as blocker:
+        engine.apply(EngineConfig(system="You are terse.", budget_bytes=-1 * MIB, sampling=SAMPLING))
+    assert "budget" in blocker.args[1].lower() and s.plan == before
+    with pytest.raises(SettingsError):
+        engine.worker._sampling_from({"top_p": 0.0})
+
+
+def test_a_broken_model_file_fails_cleanly(qtbot, qapp, tmp_path, tiny_bpe_gguf):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    ctl = EngineController()
+    try:
+        with qtbot.waitSignal(ctl.loadFailed, timeout=TIMEOUT_MS) as blocker:
+            ctl.load(str(bad), EngineConfig())
+        kind, message = blocker.args
+        assert kind == "engine" and message and "\n" not in message
+        with qtbot.waitSignal(ctl.replyFinished, timeout=TIMEOUT_MS) as blocker:
+            ctl.generate("send", "hello", SAMPLING)
+        assert blocker.args[0].reason == "error" and "No model" in blocker.args[0].error
+    finally:
+        assert ctl.shutdown()
+
+
+def test_pyside_singleton_leak_is_guarded(tmp_path):
+    """PySide6 6.12.0 on Python 3.11 drops a reference to None/True/False per call; without the
+    guard in app/qt_compat.py a streaming session aborts the interpreter within a minute."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "leak.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.environ['QT_QPA_PLATFORM'] = 'offscreen'\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "import app.engine_worker\n"
+        "from PySide6.QtCore import QObject, Signal\n"
+        "from PySide6.QtWidgets import QApplication, QLabel\n"
+        "qapp = QApplication([])\n"
+        "class O(QObject):\n"
+        "    s = Signal(int, str)\n"
+        "    b = Signal(bool)\n"
+        "o = O(); o.s.connect(lambda a, b: None); o.b.connect(lambda x: None)\n"
+        "label = QLabel()\n"
+        "for i in range(30000):\n"
+        "    label.setText(str(i)); o.s.emit(i, 'x'); o.b.emit(i % 2 == 0)\n"
+        "print('alive')\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "alive" in out.stdout, out.stderr[-2000:]

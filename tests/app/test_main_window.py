@@ -1,0 +1,568 @@
+"""The chat window end to end, with the real engine and the tiny random-weight test model.
+
+One window (and one compiled model) is shared by the module; tests that need a fresh window
+(restart, a broken model file) build their own on the same or a new data folder.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QByteArray, QUrl, Qt  # noqa: E402
+from PySide6.QtGui import QPalette, QTextDocument  # noqa: E402
+from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+
+from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
+from engine.budget import MIB, plan_memory  # noqa: E402
+from engine.session import MIN_WINDOW  # noqa: E402
+
+LOAD_TIMEOUT_MS = 180_000
+REPLY_TIMEOUT_MS = 60_000
+NAMED = ("messageInput", "sendButton", "stopButton", "chatView", "memoryGauge", "windowSpin", "sinkSpin",
+         "budgetSpin", "kvDtypeCombo", "systemPromptEdit", "conversationList")
+
+
+def wait_until(pred, timeout_ms: int, what: str = "condition") -> None:
+    """Spin the event loop until pred() (usable from module-scoped fixtures, unlike qtbot)."""
+    app = QApplication.instance()
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        app.processEvents()
+        time.sleep(0.005)
+
+
+def make_window(model_path, data_dir):
+    from app import MainWindow
+
+    win = MainWindow(model_path=model_path, data_dir=data_dir)
+    win.show()
+    return win
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("pinwheel-data")
+
+
+@pytest.fixture(scope="module")
+def win(qapp, tiny_bpe_gguf, data_dir):
+    w = make_window(tiny_bpe_gguf, data_dir)
+    wait_until(lambda: w.model_ready or w.errors, LOAD_TIMEOUT_MS, "the model to load")
+    assert w.model_ready, w.errors
+    # random weights: make replies deterministic and long enough to stop / overflow
+    w.sampling_overrides = {"seed": 7, "ignore_eos": True}
+    set_settings(w, max_tokens=24, temperature=0.8)
+    yield w
+    w.shutdown()
+    w.close()
+    w.deleteLater()
+
+
+def set_settings(win, **changes):
+    """Change settings the way Apply would keep them (the panel shows what is in force)."""
+    win.settings = win.settings.replace(**changes)
+    win.settingsPanel.applied = win.settings
+    win.settingsPanel.load(win.settings)
+
+
+def send(win, qtbot, text: str, timeout_ms: int = REPLY_TIMEOUT_MS):
+    """Type `text`, press Enter, wait for the reply to finish; returns the ReplyResult."""
+    win.input.setFocus()
+    win.input.setPlainText(text)
+    with qtbot.waitSignal(win.replyFinished, timeout=timeout_ms) as blocker:
+        qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    return blocker.args[0]
+
+
+def idle(win, qtbot):
+    qtbot.waitUntil(lambda: not win.generating, timeout=REPLY_TIMEOUT_MS)
+
+
+def stored(data_dir, conversation_id):
+    with ConversationStore(default_db_path(data_dir)) as st:
+        return st.messages(conversation_id)
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def test_named_accessible_widgets(win):
+    for name in NAMED:
+        w = win.findChild(QWidget, name)
+        assert w is not None, name
+        assert w.accessibleName(), f"{name} has no accessible name"
+
+
+def test_keyboard_reaches_the_main_controls(win, qtbot):
+    chain, w = [], win.sidebar.search
+    for _ in range(400):
+        chain.append(w.objectName())
+        w = w.nextInFocusChain()
+        if w is win.sidebar.search:
+            break
+    for name in ("conversationList", "chatView", "messageInput", "sendButton", "stopButton",
+                 "memoryGauge", "kvDtypeCombo", "budgetSpin", "windowSpin", "sinkSpin", "systemPromptEdit"):
+        assert name in chain, f"{name} is not in the tab chain"
+    assert chain.index("messageInput") < chain.index("sendButton") < chain.index("stopButton")
+
+
+def test_shift_enter_breaks_the_line_enter_sends_when_idle(win, qtbot):
+    idle(win, qtbot)
+    win.input.setFocus()
+    win.input.clear()
+    qtbot.keyClicks(win.input, "one")
+    qtbot.keyClick(win.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(win.input, "two")
+    assert win.input.toPlainText() == "one\ntwo"
+    assert not win.generating
+    win.input.clear()
+
+
+# --------------------------------------------------------------------------- chatting
+
+
+def test_send_streams_a_reply_and_stores_it(win, qtbot, data_dir):
+    lengths = []
+    win.engine.token.connect(lambda *_: lengths.append(len(win.chat.messages()[-1].content)))
+    result = send(win, qtbot, "Hello, **world**!")
+    msgs = win.chat.messages()
+    assert [m.role for m in msgs[-2:]] == ["user", "assistant"]
+    assert msgs[-2].content == "Hello, **world**!"
+    assert result.reason == "max_tokens" and result.generated_tokens == 24
+    assert msgs[-1].status == "done" and msgs[-1].content == result.reply
+    # the text reached the screen while it was generated, in several steps, not at the end only
+    assert len(set(lengths)) >= 2, lengths
+    # the user message is rendered as Markdown (bold), not as literal asterisks
+    body = win.chat.widgets[-2].body
+    assert "**" not in body.toPlainText() and "world" in body.toPlainText()
+    rows = stored(data_dir, win.current_id)
+    assert [(r.role, r.status) for r in rows[-2:]] == [("user", "done"), ("assistant", "done")]
+    assert rows[-1].content == result.reply
+    assert win.current_id in win.sidebar.ids()
+    assert "tok/s" in win.speedLabel.text() and "TTFT" in win.ttftLabel.text()
+    assert win.cacheLabel.text().startswith("cache ")
+
+
+def test_stop_mid_reply_keeps_the_text_marked_stopped(win, qtbot, data_dir):
+    idle(win, qtbot)
+    set_settings(win, max_tokens=100_000)
+    try:
+        win.input.setPlainText("Tell me a very long story")
+        qtbot.mouseClick(win.sendButton, Qt.MouseButton.LeftButton)
+        assert win.stopButton.isEnabled()
+        qtbot.waitUntil(lambda: len(win.chat.messages()[-1].content) > 20, timeout=REPLY_TIMEOUT_MS)
+        with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+            qtbot.keyClick(win.input, Qt.Key.Key_Escape)
+    finally:
+        set_settings(win, max_tokens=24)
+    result = blocker.args[0]
+    assert result.reason == "cancelled"
+    last = win.chat.messages()[-1]
+    assert last.status == "stopped" and last.content
+    assert "stopped" in win.chat.widgets[-1].badge.text()
+    row = stored(data_dir, win.current_id)[-1]
+    assert row.status == "stopped" and row.content == last.content
+    assert not win.stopButton.isEnabled() and win.sendButton.isEnabled()
+
+
+def test_regenerate_and_edit_last_message(win, qtbot, data_dir):
+    idle(win, qtbot)
+    send(win, qtbot, "first question")
+    n = len(win.chat.messages())
+    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(win.regenButton, Qt.MouseButton.LeftButton)
+    msgs = win.chat.messages()
+    assert len(msgs) == n and msgs[-1].role == "assistant" and msgs[-1].status == "done"
+    # edit-and-resend: only the last user message has an Edit button
+    edit_buttons = [w.editButton.isVisibleTo(win) for w in win.chat.widgets]
+    assert edit_buttons.count(True) == 1 and edit_buttons[n - 2]
+    qtbot.mouseClick(win.chat.widgets[n - 2].editButton, Qt.MouseButton.LeftButton)
+    assert win.input.toPlainText() == "first question"
+    win.input.setPlainText("second version")
+    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS):
+        qtbot.keyClick(win.input, Qt.Key.Key_Return)
+    msgs = win.chat.messages()
+    assert len(msgs) == n and msgs[-2].content == "second version" and msgs[-2].role == "user"
+    rows = stored(data_dir, win.current_id)
+    assert [r.content for r in rows] == [m.content for m in msgs]
+    # Copy puts the message's Markdown on the clipboard
+    qtbot.mouseClick(win.chat.widgets[-2].copyButton, Qt.MouseButton.LeftButton)
+    assert QApplication.clipboard().text() == "second version"
+
+
+def test_gauge_updates_during_generation(win, qtbot):
+    idle(win, qtbot)
+    seen = []
+    win.engine.statsReady.connect(lambda snap: seen.append((win.generating, snap.stats.tokens_seen)))
+    before = win.gauge.updates
+    set_settings(win, max_tokens=100_000)
+    try:
+        win.input.setPlainText("count the tokens")
+        win.send()
+        qtbot.wait(1500)
+        with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS):
+            win.stop()
+    finally:
+        set_settings(win, max_tokens=24)
+    during = [t for gen, t in seen if gen]
+    assert len(during) >= 5, seen  # several updates a second while the reply was written
+    assert during == sorted(during) and during[-1] > during[0]
+    assert win.gauge.updates - before >= len(during)
+    v = win.gauge.values
+    plan = win.settingsPanel.applied_plan
+    assert v.kv_bytes == plan.kv_bytes and v.capacity == plan.capacity
+    assert v.rss_bytes and v.rss_bytes > 0 and v.weight_bytes and v.weight_bytes > 0
+    assert len(win.gauge.history) >= 2
+    assert "KV cache" in win.gauge.accessibleDescription()
+
+
+def test_preview_equals_plan_memory(win, qtbot):
+    panel = win.settingsPanel
+    cfg = win.model_info.config
+    try:
+        for dtype, mib, window, sinks in (("int8", 11.5, 0, 4), ("bf16", 2.0, 100, 8), ("f32", 0.5, 0, 0),
+                                          ("int8", 1.0, 64, 12)):
+            panel.kvDtypeCombo.setCurrentIndex(panel.kvDtypeCombo.findData(dtype))
+            panel.budgetSpin.setValue(mib)
+            panel.sinkSpin.setValue(sinks)
+            panel.windowSpin.setValue(window)
+            want = plan_memory(cfg, kv_dtype=dtype, budget_bytes=int(round(mib * MIB)), window=window or None,
+                               sinks=sinks)
+            assert panel.preview_plan() == want
+            text = panel.preview_text()
+            for number in (want.capacity, want.sinks, want.window, want.bytes_per_position):
+                assert f"{number:,}" in text, (number, text)
+            # the window spin is capped by what the budget leaves after the sinks
+            assert panel.windowSpin.maximum() == want.slots - want.sinks
+        # auto sinks use the engine's count of the system prompt
+        panel.sinkSpin.setValue(-1)
+        assert panel.sinkSpin.text() == "auto (system prompt)"
+        qtbot.waitUntil(lambda: panel.auto_sinks() is not None, timeout=10_000)
+        assert panel.preview_plan().sinks == panel.auto_sinks()
+        # sinks are capped so that the session's minimum window remains
+        assert panel.sinkSpin.maximum() == panel.preview_plan().slots - MIN_WINDOW
+    finally:
+        panel.load(win.settings)
+    assert panel.current() == win.settings  # Revert/load shows the applied settings again
+
+
+def apply_and_wait(win, qtbot, **changes):
+    panel = win.settingsPanel
+    if "window" in changes:
+        panel.windowSpin.setValue(changes["window"])
+    if "kv_dtype" in changes:
+        panel.kvDtypeCombo.setCurrentIndex(panel.kvDtypeCombo.findData(changes["kv_dtype"]))
+    if "sinks" in changes:
+        panel.sinkSpin.setValue(changes["sinks"])
+    with qtbot.waitSignal(win.engine.planApplied, timeout=REPLY_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(panel.applyButton, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.applyStatus.text() != "Applying…", timeout=5000)
+    return blocker.args
+
+
+def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
+    idle(win, qtbot)
+    rebuilt, plan, _ = apply_and_wait(win, qtbot, window=96)
+    assert rebuilt and plan.window == 96
+    assert "rebuilt" in win.settingsPanel.applyStatus.text().lower()
+    assert win.settings.window == 96
+    assert json.loads((data_dir / "settings.json").read_text())["window"] == 96
+    rebuilt, plan2, _ = apply_and_wait(win, qtbot)  # nothing changed
+    assert not rebuilt and plan2 == plan
+    assert "without rebuilding" in win.settingsPanel.applyStatus.text()
+
+
+def test_evicted_messages_fade_with_a_boundary_marker(win, qtbot):
+    idle(win, qtbot)
+    win.new_conversation()
+    apply_and_wait(win, qtbot, window=48)
+    for i in range(4):
+        send(win, qtbot, f"message number {i} with a few words")
+    qtbot.waitUntil(lambda: win.chat.widgets[0].faded, timeout=10_000)
+    faded = [w.faded for w in win.chat.widgets]
+    assert faded[0] and not faded[-1]
+    assert faded == sorted(faded, reverse=True)  # a faded prefix, then what the model sees
+    assert win.chat.out_of_view > 0
+    assert f"{win.chat.out_of_view:,} tokens out of view" in win.chat.boundary.text()
+    assert win.chat.boundary.isVisible()
+    first_seen = win.chat.boundary_index()
+    assert first_seen is not None and all(faded[:first_seen]) and not any(faded[first_seen + 1:])
+    stats = win.last_stats.stats
+    assert stats.evicted_tokens > 0 and stats.cache_tokens <= stats.capacity
+    text = QPalette.ColorRole.Text
+    assert win.chat.widgets[0].body.views[0].palette().color(text) != \
+        win.chat.widgets[-1].body.views[0].palette().color(text)
+    assert "out of view" in win.chat.widgets[0].memoryLabel.text()
+
+
+def test_pin_and_unpin_a_message(win, qtbot, data_dir):
+    idle(win, qtbot)
+    if not win.chat.widgets or not win.chat.widgets[0].faded:
+        test_evicted_messages_fade_with_a_boundary_marker(win, qtbot)
+    w0 = win.chat.widgets[0]
+    sinks_before = win.last_stats.stats.sink_tokens
+    tokens = next(m.tokens for m in win.last_stats.stats.messages if m.index == 0)
+    qtbot.mouseClick(w0.pinButton, Qt.MouseButton.LeftButton)
+    assert win.pinBar.isVisibleTo(win)  # the cost is previewed first; nothing changed yet
+    assert not win.chat.messages()[0].pinned
+    preview = win.pinBar.label.text()
+    assert f"Sinks {sinks_before:,} → {sinks_before + tokens:,}" in preview, preview
+    with qtbot.waitSignal(win.engine.pinChanged, timeout=REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(win.pinBar.ok, Qt.MouseButton.LeftButton)
+
+    def pinned_in_sinks():
+        st = win.last_stats.stats
+        pinned = sum(m.tokens for m in st.messages if m.pinned)
+        system = sum(m.tokens for m in st.messages if m.index < 0)
+        return pinned > 0 and st.sink_tokens == system + pinned > sinks_before
+
+    # the message's tokens joined the sinks (re-encoded, so counted afresh), the window shrank
+    qtbot.waitUntil(pinned_in_sinks, timeout=10_000)
+    assert win.last_stats.stats.window < win.last_stats.stats.capacity - sinks_before
+    assert win.chat.messages()[0].pinned and not win.chat.widgets[0].faded
+    assert "pinned" in win.chat.widgets[0].memoryLabel.text()
+    assert stored(data_dir, win.current_id)[0].pinned
+    # unpin (from the right-click menu this time) gives the space back
+    menu = win.chat.widgets[0].context_menu()
+    unpin = next(a for a in menu.actions() if a.text() == "Unpin")
+    unpin.trigger()
+    assert "Unpin" in win.pinBar.ok.text()
+    with qtbot.waitSignal(win.engine.pinChanged, timeout=REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(win.pinBar.ok, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: win.last_stats.stats.sink_tokens == sinks_before, timeout=10_000)
+    assert not win.chat.messages()[0].pinned and not stored(data_dir, win.current_id)[0].pinned
+
+
+def test_a_refused_setting_leaves_the_working_one_in_force(win, qtbot, monkeypatch, data_dir):
+    idle(win, qtbot)
+    from engine.errors import SettingsError
+
+    before = win.settings
+    saved = (data_dir / "settings.json").read_text()
+
+    def refuse(*a, **k):
+        raise SettingsError("that window does not fit: at most 100 tokens")
+
+    monkeypatch.setattr(win.engine.worker.session, "apply_plan", refuse)
+    panel = win.settingsPanel
+    panel.windowSpin.setValue(before.window + 32 if before.window else 64)
+    with qtbot.waitSignal(win.engine.failed, timeout=REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(panel.applyButton, Qt.MouseButton.LeftButton)
+    assert "Not applied" in panel.applyStatus.text() and "at most 100 tokens" in panel.applyStatus.text()
+    assert win.settings == before and (data_dir / "settings.json").read_text() == saved
+    assert "at most 100 tokens" in win.banner.label.text()
+    win.banner.hide()
+    monkeypatch.undo()
+    panel.load(win.settings)
+
+
+def test_stop_before_the_first_token_keeps_the_question_for_regenerate(win, qtbot, data_dir):
+    idle(win, qtbot)
+    n = len(win.chat.messages())
+    win.input.setPlainText("a question stopped at once")
+    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        win.send()
+        win.stop()  # before the engine thread even starts on it
+    if blocker.args[0].reply:
+        pytest.skip("the engine answered a token before the stop arrived")
+    msgs = win.chat.messages()
+    assert len(msgs) == n + 1 and msgs[-1].role == "user"  # no empty reply bubble
+    assert [r.role for r in stored(data_dir, win.current_id)][-1] == "user"
+    assert win.regenButton.isEnabled()
+    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+        qtbot.mouseClick(win.regenButton, Qt.MouseButton.LeftButton)
+    assert blocker.args[0].reason == "max_tokens"
+    msgs = win.chat.messages()
+    assert [m.role for m in msgs[-2:]] == ["user", "assistant"] and msgs[-1].content
+    assert win.engine.worker._roles() == tuple(m.role for m in msgs)  # engine and window in step
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+def test_conversation_list_rename_search_export_delete(win, qtbot, tmp_path, data_dir):
+    idle(win, qtbot)
+    cid = win.current_id
+    assert cid is not None
+    # rename in place (F2 edits the item; the edit is saved)
+    item = win.sidebar.list.item(win.sidebar.ids().index(cid))
+    item.setText("Renamed   chat ")
+    qtbot.waitUntil(lambda: "Renamed chat" in win.sidebar.titles(), timeout=5000)
+    with ConversationStore(default_db_path(data_dir)) as st:
+        assert st.get_conversation(cid).title == "Renamed chat"
+    win.sidebar.search.setText("number 2 with")
+    qtbot.waitUntil(lambda: win.sidebar.ids() == [cid], timeout=5000)
+    win.sidebar.search.setText("no conversation says this")
+    qtbot.waitUntil(lambda: win.sidebar.ids() == [], timeout=5000)
+    win.sidebar.search.clear()
+    qtbot.waitUntil(lambda: cid in win.sidebar.ids(), timeout=5000)
+    md = win.export_conversation(cid, "markdown", str(tmp_path / "chat.md"))
+    text = open(md, encoding="utf-8").read()
+    assert text.startswith("# Renamed chat") and "message number 2" in text
+    js = json.loads(open(win.export_conversation(cid, "json", str(tmp_path / "chat.json"))).read())
+    assert js["title"] == "Renamed chat" and js["settings"]["window"] == 48 and "plan" in js["settings"]
+    # a new chat (Ctrl+N), then delete it
+    qtbot.keyClick(win, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert win.current_id is None and not win.chat.messages() and win.input.hasFocus()
+    send(win, qtbot, "a throwaway chat")
+    tmp_id = win.current_id
+    assert tmp_id != cid and tmp_id in win.sidebar.ids()
+    win.delete_conversation(tmp_id, confirm=False)
+    assert tmp_id not in win.sidebar.ids() and win.current_id is None and not win.chat.messages()
+    win.sidebar.list.setCurrentRow(win.sidebar.ids().index(cid))
+    qtbot.waitUntil(lambda: win.current_id == cid and len(win.chat.messages()) >= 8, timeout=5000)
+
+
+def test_conversations_survive_a_restart(win, qtbot, tiny_bpe_gguf, data_dir):
+    idle(win, qtbot)
+    before = {c: [(m.role, m.content, m.status, m.pinned) for m in stored(data_dir, c)]
+              for c in win.sidebar.ids()}
+    assert any(st == "stopped" for msgs in before.values() for _, _, st, _ in msgs)
+    second = make_window(tiny_bpe_gguf, data_dir)
+    try:
+        assert sorted(second.sidebar.ids()) == sorted(before)
+        for cid, msgs in before.items():
+            second.open_conversation(cid)
+            shown = [(m.role, m.content, m.status, m.pinned) for m in second.chat.messages()]
+            assert shown == msgs
+        badges = [w.badge.text() for w in second.chat.widgets]
+        assert second.chat.messages() and len(badges) == len(second.chat.messages())
+        assert second.settings.window == win.settings.window  # settings persisted too
+    finally:
+        second.shutdown()
+        second.close()
+        second.deleteLater()
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_broken_model_file_shows_a_message_and_the_window_stays_up(qtbot, tmp_path, tiny_bpe_gguf):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(tiny_bpe_gguf.read_bytes()[:4096])  # truncated
+    w = make_window(bad, tmp_path / "data")
+    try:
+        qtbot.waitUntil(lambda: bool(w.errors), timeout=LOAD_TIMEOUT_MS)
+        kind, message = w.errors[-1]
+        assert kind == "engine" and "\n" not in message and message
+        assert w.banner.isVisible() and message in w.banner.label.text()
+        assert not w.model_ready and not w.sendButton.isEnabled()
+        assert w.isVisible()
+        w.input.setPlainText("typing still works")
+        assert w.input.toPlainText() == "typing still works"
+    finally:
+        w.shutdown()
+        w.close()
+
+
+def _fail_next_reply(win, exc):
+    session = win.engine.worker.session
+    original = session.stream
+
+    def broken(*a, **k):
+        session.stream = original
+        raise exc
+        yield  # noqa: unreachable - makes this a generator like the real one
+
+    session.stream = broken
+
+
+@pytest.mark.parametrize("exc,kind", [(RuntimeError("boom in the forward pass"), "Engine error"),
+                                      (MemoryError(), "Out of memory")])
+def test_engine_exception_shows_a_message_and_keeps_the_chat(win, qtbot, data_dir, exc, kind):
+    idle(win, qtbot)
+    n = len(win.chat.messages())
+    _fail_next_reply(win, exc)
+    result = send(win, qtbot, "this reply will fail")
+    assert result.reason == "error"
+    assert win.banner.isVisible() and kind in win.banner.label.text()
+    msgs = win.chat.messages()
+    assert len(msgs) == n + 2 and msgs[-2].content == "this reply will fail" and msgs[-1].status == "error"
+    assert stored(data_dir, win.current_id)[-1].status == "interrupted"
+    win.banner.hide()
+    result = send(win, qtbot, "and this one works")  # the app and the engine carry on
+    assert result.reason == "max_tokens" and win.chat.messages()[-1].status == "done"
+
+
+def test_full_disk_shows_a_message_and_keeps_the_chat(win, qtbot, monkeypatch):
+    idle(win, qtbot)
+
+    def full(*a, **k):
+        raise StoreError("The disk is full: couldn't finish saving a message; free some disk space.", kind="full")
+
+    monkeypatch.setattr(win.store, "append_message", full)
+    n = len(win.chat.messages())
+    send(win, qtbot, "saved nowhere")
+    assert "disk is full" in win.banner.label.text()
+    assert len(win.chat.messages()) == n + 2 and win.chat.messages()[-1].content
+    win.banner.hide()
+
+
+# --------------------------------------------------------------------------- safety
+
+
+def test_messages_never_fetch_and_links_open_only_on_click(win, qtbot, monkeypatch):
+    from app import main_window
+    from app.chat_view import ChatMessage
+
+    opened = []
+    monkeypatch.setattr(main_window.QDesktopServices, "openUrl", lambda url: opened.append(url.toString()))
+    idle(win, qtbot)
+    w = win.chat.append(ChatMessage("assistant", "![x](http://example.invalid/t.png) "
+                                                 "<img src='http://example.invalid/i.png'> "
+                                                 "[site](https://example.org) [local](file:///etc/passwd)"))
+    body = w.body.views[0]
+    assert not body.openLinks() and not body.openExternalLinks()
+    image = QTextDocument.ResourceType.ImageResource.value
+    assert body.loadResource(image, QUrl("http://example.invalid/t.png")).isEmpty()
+    assert body.loadResource(image, QUrl("file:///etc/passwd")).isEmpty()
+    # what the document asks for (the images in the message) comes back empty as well
+    assert body.document().resource(image, QUrl("http://example.invalid/t.png")) in (None, b"", QByteArray())
+    assert "<img" in body.toPlainText()  # raw HTML is shown as text, not interpreted
+    assert opened == []
+    body.anchorClicked.emit(QUrl("https://example.org"))
+    body.anchorClicked.emit(QUrl("file:///etc/passwd"))
+    assert opened == ["https://example.org"]
+    win.chat.remove_from(len(win.chat.widgets) - 1)
+
+
+def test_long_markdown_is_rendered_in_chunks_that_read_the_same(qapp):
+    from app.markdown_view import CHUNK_CHARS, MarkdownStack, chunk_sources, split_markdown
+
+    para = "Some **bold** words and `code` in a paragraph that goes on. " * 3 + "\n\n"
+    fence = "```python\nfor i in range(3):\n\n    print(i)\n```\n\n"  # a blank line inside the fence
+    text = (para + fence) * 120
+    cuts = split_markdown(text)
+    assert cuts and all(CHUNK_CHARS <= b - a <= 2 * CHUNK_CHARS for a, b in zip([0, *cuts], cuts))
+    for c in cuts:  # at blank lines, never inside a code block
+        assert text[:c].count("```") % 2 == 0 and text[c - 2:c] == "\n\n"
+    streamed = MarkdownStack()
+    for n in range(0, len(text) + 97, 97):
+        streamed.stream_markdown(text[:n])
+    assert streamed.markdown_text() == text and len(streamed.views) > 1
+    whole = MarkdownStack()
+    whole.set_markdown(text)
+    assert whole.toPlainText().replace("\n", "") == streamed.toPlainText().replace("\n", "")
+    short = MarkdownStack()
+    short.set_markdown(para)
+    assert len(short.views) == 1 and "**" not in short.toPlainText()
+    # no blank line at all (one long code block, one endless line): still cut, blocks reopened
+    code = "```js\n" + "let x = 1;\n" * 2000 + "```\n"
+    cuts = split_markdown(code)
+    assert cuts and all(b - a <= 2 * CHUNK_CHARS for a, b in zip([0, *cuts], [*cuts, len(code)]))
+    sources = chunk_sources(code, [0, *cuts, len(code)])
+    assert all(src.lstrip().startswith("```") and src.rstrip().endswith("```") for src in sources)
+    line = "word " * 3000
+    assert all(b - a <= 2 * CHUNK_CHARS for a, b in zip([0, *split_markdown(line)], split_markdown(line)))
+    streamed = MarkdownStack()
+    for n in range(0, len(code) + 301, 301):
+        streamed.stream_markdown(code[:n])
+    assert streamed.markdown_text() == code and len(streamed.views) > 1
+    assert all("let x = 1;" in v.toPlainText() and "```" not in v.toPlainText() for v in streamed.views)

@@ -1,0 +1,49 @@
+"""`pinwheel bench --quick` end to end on the tiny test model, llama.cpp off: it must finish well
+under a minute and write the JSON report the issue asks for (and a PNG when matplotlib is there)."""
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(120)
+def test_quick_bench_json(tiny_bpe_gguf, tmp_path):
+    t0 = time.perf_counter()
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--no-llamacpp", "--model", str(tiny_bpe_gguf),
+         "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )
+    elapsed = time.perf_counter() - t0
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    assert elapsed < 60, f"quick bench took {elapsed:.0f}s"
+    files = sorted(tmp_path.glob("bench-*.json"))
+    assert len(files) == 1
+    d = json.loads(files[0].read_text())
+    assert {"meta", "settings", "engines", "ratios", "targets", "notes", "errors"} <= d.keys()
+    assert d["errors"] == [] and d["meta"]["quick"] is True and d["meta"]["engines"] == ["ours"]
+    assert "llamacpp" not in d["engines"]
+    ours = d["engines"]["ours"]
+    for n in d["settings"]["prefill"]:
+        assert ours["prefill"][str(n)]["tok_s"] > 0
+    for n in d["settings"]["decode"]:
+        assert ours["decode"][str(n)]["tok_s"] > 0
+    long = ours["long"]
+    assert [c["tokens"] for c in long["checkpoints"]] == d["settings"]["long_tokens"]
+    assert all(c["ms_per_token"] > 0 for c in long["checkpoints"]) and long["checkpoints"][0]["ratio"] == 1.0
+    assert long["generated"] > 0 and long["rss_growth_mb"] is not None and long["series"]["tokens"]
+    turns = ours["turns"]
+    assert turns["turns_done"] == d["settings"]["turns"]
+    assert turns["ttft_turn2_s"] > 0 and turns["ttft_last_s"] > 0 and turns["ttft_ratio"] > 0
+    assert ours["peak_rss_mb"] > 0
+    for k in ("long_ms_ratio", "ttft_ratio", "rss_growth_mb"):
+        assert k in d["targets"]
+    assert "prefill 24 tok" in r.stdout and "TTFT turn 2" in r.stdout  # the printed table
+    if importlib.util.find_spec("matplotlib"):
+        assert d["plot"] and Path(d["plot"]).is_file()
