@@ -200,15 +200,11 @@ class EngineWorker(QObject):
         return plan_memory(self.model.config, sinks=0, **cfg.plan_args())
 
     def system_tokens(self, system: str) -> int:
-        """What "auto" sinks pin for `system`: its rendered turn, or 4 tokens without one
-        (mirrors ChatSession._encode_system; the engine has no public counter yet)."""
+        """What "auto" sinks pin for `system`: its rendered turn, or 4 tokens without one."""
         s = self.session
         if not system:
             return AUTO_SINKS_WITHOUT_SYSTEM
-        if system == s.system:
-            return len(s._system_ids) or AUTO_SINKS_WITHOUT_SYSTEM
-        text = s.template.render([{"role": "system", "content": system}], add_generation_prompt=False)
-        return len(s._encode(text, first=True)) or AUTO_SINKS_WITHOUT_SYSTEM
+        return s.count_sink_tokens(system)
 
     @staticmethod
     def _sampling_from(values: dict):
@@ -430,6 +426,9 @@ class EngineWorker(QObject):
             log.info("counting the system prompt failed: %s", exc)
 
 
+ABANDONED: list = []  # controllers whose thread was still busy at shutdown (see shutdown)
+
+
 class EngineController(QObject):
     """GUI-thread side: owns the engine thread, turns method calls into queued requests, and
     re-emits the worker's signals from the GUI thread.
@@ -517,7 +516,14 @@ class EngineController(QObject):
         """Stop the reply being generated and any queued before now (returns at once)."""
         self.worker.cancel(self._next)
 
-    def shutdown(self, wait_ms: int = 30000) -> bool:
+    def shutdown(self, wait_ms: int = 5000) -> bool:
+        """Stop the engine thread. A thread busy in a long uninterruptible call (loading or
+        compiling the model) is not waited for: destroying a running QThread aborts the
+        process, so it is parked in ABANDONED and run_gui ends the process with os._exit once
+        the store is closed (every finished message is already committed)."""
         self.cancel()
         self.thread.quit()
-        return self.thread.wait(wait_ms)
+        if self.thread.wait(wait_ms):
+            return True
+        ABANDONED.append(self)
+        return False

@@ -38,6 +38,14 @@ def run_gui(argv: list[str] | None = None, model_path: str | None = None) -> int
     win.show()
     code = app.exec()
     win.shutdown()
+    from app.engine_worker import ABANDONED
+
+    if ABANDONED:  # the engine is stuck in a compile: leave without destroying its thread
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
     return int(code)
 
 

@@ -68,10 +68,20 @@ class ChatSession:
 
     # --- plan and sinks --------------------------------------------------------------------
     def _encode_system(self) -> list[int]:
-        if not self.system:
-            return []
-        text = self.template.render([{"role": "system", "content": self.system}], add_generation_prompt=False)
-        return self._encode(text, first=True)
+        self._system_text = self._render_system(self.system)
+        return self._encode(self._system_text, first=True) if self._system_text else []
+
+    def _render_system(self, system: str | None) -> str:
+        if not system:
+            return ""
+        return self.template.render([{"role": "system", "content": system}], add_generation_prompt=False)
+
+    def count_sink_tokens(self, system: str | None, sinks: int | str = "auto") -> int:
+        """How many sink tokens a system prompt and sink setting would pin (for previews)."""
+        if sinks not in ("auto", None, -1):
+            return int(sinks)
+        text = self._render_system(system)
+        return len(self._encode(text, first=True)) if text else AUTO_SINKS_WITHOUT_SYSTEM
 
     def _encode(self, text: str, first: bool = False) -> list[int]:
         # A template that already starts with the BOS text must not get a second BOS.
@@ -79,7 +89,8 @@ class ChatSession:
         return self.tok.encode(text, add_bos=add_bos, parse_special=True)
 
     def _pinned_ids(self) -> list[int]:
-        return [t for c in self._chunks if c.msg >= 0 and self.messages[c.msg].get("pinned") for t in c.ids]
+        n = len(self.messages)
+        return [t for c in self._chunks if 0 <= c.msg < n and self.messages[c.msg].get("pinned") for t in c.ids]
 
     def _wanted_sinks(self) -> int:
         pinned = len(self._pinned_ids())
@@ -161,7 +172,10 @@ class ChatSession:
             {"role": m["role"], "content": m.get("content", ""), "pinned": bool(m.get("pinned", False))}
             for m in messages if m.get("role") in ("user", "assistant")
         ]
-        self._dirty = True
+        self._chunks, self._pending, self._rendered = [], [], ""
+        self._dirty = bool(self.messages)
+        if not self.messages:
+            self.decoder.reset(self.plan.sinks)
 
     def set_pinned(self, index: int, pinned: bool) -> Rebuilt | None:
         """Pin a message: its tokens join the sinks and the window shrinks to keep the budget.
@@ -247,6 +261,7 @@ class ChatSession:
         first = not self._chunks
         if first and self._system_ids:
             self._chunks.append(Chunk(-1, array("i", self._system_ids), 0))
+            self._rendered = self._system_text  # fed just below, as the sinks
         full = self.template.render(self._template_messages(), add_generation_prompt=True)
         cut = common_prefix(full, self._rendered)
         delta = self._encode(full[cut:], first=first and not self._system_ids)

@@ -36,6 +36,9 @@ def test_reply_streams_and_reports(tiny):
     st = s.stats()
     assert st.kv_bytes == s.plan.kv_bytes and st.capacity == s.plan.capacity
     assert st.sink_tokens == len(s._system_ids) > 0  # auto sinks = the rendered system turn
+    assert st.sink_tokens == s.count_sink_tokens("Be brief.")
+    user_turn = tiny.tokenizer.decode(s._chunks[1].ids)
+    assert "Be brief" not in user_turn and "hello there" in user_turn  # the system turn is fed once
     assert st.cache_tokens <= st.capacity and st.evicted_tokens == st.tokens_seen - st.cache_tokens
     assert sum(m.tokens_in_cache for m in st.messages) == st.cache_tokens
     assert sum(m.tokens for m in st.messages) == st.tokens_seen + 1  # +1: last token is fed next turn
