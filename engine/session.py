@@ -38,6 +38,8 @@ class Chunk:
 
 
 def common_prefix(a: str, b: str) -> int:
+    if a.startswith(b):  # the usual case, at C speed: the template only appended
+        return len(b)
     n = min(len(a), len(b))
     i = 0
     while i < n and a[i] == b[i]:
