@@ -12,6 +12,7 @@ at the top of the chat; nothing modal, nothing lost, the window stays usable.
 from __future__ import annotations
 
 import gc
+import html
 import logging
 import os
 from dataclasses import dataclass
@@ -356,6 +357,10 @@ class MainWindow(QMainWindow):
         sb.addWidget(self.stageLabel, 1)
         for w in (self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel, self.cacheLabel):
             sb.addPermanentWidget(w)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        about = help_menu.addAction("&About Pinwheel", self.show_about)
+        about.setShortcut(QKeySequence("F1"))
 
         # keyboard
         QShortcut(QKeySequence("Ctrl+N"), self, self.new_conversation)
@@ -912,6 +917,9 @@ class MainWindow(QMainWindow):
         self.stageLabel.setText(f"Exported to {path}")
         return path
 
+    def show_about(self) -> None:
+        QMessageBox.about(self, "About Pinwheel", about_text(self.modelLabel.text()))
+
     # ------------------------------------------------------------------ shutdown
 
     def changeEvent(self, e):  # noqa: N802
@@ -932,3 +940,19 @@ class MainWindow(QMainWindow):
         self._finish_reply_now()
         self.engine.shutdown()
         self.store.close()
+
+
+def about_text(model: str = "") -> str:
+    """The About box: the one version number (engine/version.py) and what is running."""
+    from app.launcher import get_version
+
+    lines = [
+        f"<h3>Pinwheel {get_version()}</h3>",
+        "<p>Offline chat with a local language model on a bounded KV cache: pinned sink "
+        "tokens plus a sliding window, so memory stays constant however long you chat.</p>",
+    ]
+    if model:
+        lines.append(f"<p>Model: {html.escape(model)}</p>")
+    lines.append("<p>Apache-2.0 licence.</p>")
+    return "".join(lines)
+
