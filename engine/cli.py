@@ -222,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `pinwheel chat ... | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except MemoryError:
         print("pinwheel: error: out of memory (try a smaller --kv-budget-mib or model)", file=sys.stderr)
         return 1

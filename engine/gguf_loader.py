@@ -214,8 +214,8 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
 # --- tensors ---------------------------------------------------------------------------------
 
 
-def _dequantize(t) -> np.ndarray:
-    """A tensor as float32 in numpy order (rows = output features)."""
+def _dequantize(t, rows: slice | None = None) -> np.ndarray:
+    """A tensor (or a slice of its rows) as float32 in numpy order (rows = output features)."""
     import gguf
 
     name = t.tensor_type.name
@@ -227,6 +227,9 @@ def _dequantize(t) -> np.ndarray:
         data = np.asarray(t.data)
         if want is not None and tuple(data.shape) != tuple(want):
             raise ValueError(f"stored as {tuple(data.shape)}, expected {tuple(want)}")
+        if rows is not None:  # quantized 2-D data is stored one row per first index
+            data = data[rows]
+            shape = (data.shape[0],) + shape[1:]
         if name in ("F32", "F16"):
             out = data.astype(np.float32).reshape(shape)
         else:
@@ -287,6 +290,23 @@ class _Tensors:
             if have != shape:
                 raise ModelFileError(f"tensor {name} has shape {have}, the metadata implies {shape}")
 
+    def get_quantized(self, name: str, shape: tuple[int, ...], optional: bool = False,
+                      block: int = 4096) -> tuple[np.ndarray, np.ndarray] | None:
+        """quantize_rows(get(name)) without the whole f32 tensor (and its temporaries) in memory:
+        dequantized and requantized `block` rows at a time (the embedding is 113 MB in f32)."""
+        t = self.by_name.get(name)
+        if t is None or t.tensor_type.name in ("F32", "F16") or shape[0] <= block:
+            w = self.get(name, shape, optional)
+            return None if w is None else quantize_rows(w)
+        full = tuple(int(x) for x in reversed(t.shape.tolist()))
+        if full != shape:
+            raise ModelFileError(f"tensor {name} has shape {full}, the metadata implies {shape}")
+        q, s = np.empty(shape, np.int8), np.empty(shape[0], np.float32)
+        for r0 in range(0, shape[0], block):
+            w = _dequantize(t, rows=slice(r0, r0 + block))
+            q[r0 : r0 + len(w)], s[r0 : r0 + len(w)] = quantize_rows(w)
+        return q, s
+
     def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         t = self.by_name.get(name)
         if t is None:
@@ -345,10 +365,10 @@ def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray
         put(wgu, i, slice(F, 2 * F), tensors.get(p + "ffn_up.weight", (F, d)))
         put(wdn, i, slice(None), tensors.get(p + "ffn_down.weight", (d, F)))
 
-    embed = QLinear(*map(jnp.asarray, quantize_rows(tensors.get("token_embd.weight", (V, d)))))
-    head_w = tensors.get("output.weight", (V, d), optional=True)
-    head = embed if head_w is None else QLinear(*map(jnp.asarray, quantize_rows(head_w)))
-    del head_w
+    embed = QLinear(*map(jnp.asarray, tensors.get_quantized("token_embd.weight", (V, d))))
+    head_q = tensors.get_quantized("output.weight", (V, d), optional=True)
+    head = embed if head_q is None else QLinear(*map(jnp.asarray, head_q))
+    del head_q
     ql = lambda pair: QLinear(jnp.asarray(pair[0]), jnp.asarray(pair[1]))  # noqa: E731
     layers = Layers(jnp.asarray(attn_norm), ql(wqkv), ql(wo), jnp.asarray(ffn_norm), ql(wgu), ql(wdn))
     out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
