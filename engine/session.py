@@ -282,8 +282,12 @@ class ChatSession:
         for s in range(0, len(ids), C):
             if self._cancel.is_set():
                 return None
-            logits = self.decoder.feed(ids[s : s + C])
-            self._recent.extend(ids[s : s + C])
+            part = ids[s : s + C]
+            start = self.decoder.ring.next_pos
+            logits = self.decoder.feed(part)
+            # Sinks (the system prompt, pinned messages) stay out of the repetition penalty:
+            # penalising them made the model avoid the very name its system prompt gave it.
+            self._recent.extend(part[max(0, self.decoder.ring.n_sink - start):])
             if len(ids) > C:
                 yield PrefillProgress(min(s + C, len(ids)), len(ids))
         return logits
@@ -394,7 +398,7 @@ class ChatSession:
             logits = yield from self._feed(list(tail))
         self._chunks = order
         self._recent.clear()
-        self._recent.extend(stream[-256:].tolist())
+        self._recent.extend(stream[n_sink:][-256:].tolist())
         self._dirty = logits is None and stream.size > 0
         yield Rebuilt(int(head.size + tail.size), time.perf_counter() - t0)
         return logits

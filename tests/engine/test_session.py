@@ -142,3 +142,13 @@ def test_default_model_knows_paris(default_model_path):
     s = ChatSession(model, plan_memory(model.config), sampling=GREEDY.with_(max_tokens=40))
     reply = "".join(s.send("What is the capital of France?"))
     assert "Paris" in reply
+
+
+def test_sinks_are_not_penalised_as_repetitions(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), system="Your name is Zorba.", sampling=LONG)
+    run(s.stream("hi"))
+    n_sys = len(s._system_ids)
+    assert list(s._recent)[: len(s._chunks[1].ids)] == list(s._chunks[1].ids)  # starts after the sinks
+    s.resync()  # the re-encoded cache keeps the same rule
+    rest = [t for c in s._chunks[1:] for t in c.ids]
+    assert list(s._recent) == rest[-256:] and n_sys > 0
