@@ -17,7 +17,6 @@ class ModelConfig:
     context_length: int
     rope_base: float = 10000.0
     rms_eps: float = 1e-5
-    tied_embeddings: bool = False
     name: str = ""
 
     @property

@@ -55,16 +55,6 @@ class Decoder:
         with self.lock:
             self.ring.next_pos += n
 
-    def rewind(self, pos: int) -> bool:
-        """Drop tokens at positions >= pos, when nothing older was overwritten by them."""
-        with self.lock:
-            r = self.ring
-            if r.next_pos > r.capacity or pos > r.next_pos or pos < r.n_sink:
-                return False
-            r.slot_pos[r.slot_pos >= pos] = -1
-            r.next_pos = pos
-            return True
-
     def feed(
         self,
         ids,

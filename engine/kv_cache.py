@@ -113,11 +113,6 @@ class Ring:
     def evicted(self) -> int:
         return self.next_pos - self.cache_tokens
 
-    def count_cached(self, start: int, end: int) -> int:
-        """How many of stream positions [start, end) are still in the cache."""
-        p = self.slot_pos
-        return int(((p >= start) & (p < end)).sum())
-
 
 @dataclass
 class ChunkPlan:
