@@ -24,7 +24,9 @@ from .budget import KV_GROUP
 from .config import ModelConfig
 from .kv_cache import KVCache
 
-# Up to this many rows, the multiply+reduce form beats upcasting the weight for a matmul.
+# Up to this many rows `linear` uses the convert-as-you-read dot. Measured fast for one row (the
+# decode step); for 2-8 rows XLA materialises an f32 copy of the weight, which
+# `python -m bench.micro_linear --check` flags: fix that before multi-token (speculative) steps.
 MATVEC_ROWS = 8
 
 
