@@ -7,7 +7,6 @@ single-token decode steps) and returns the logits the caller asked for.
 from __future__ import annotations
 
 import threading
-from typing import Callable
 
 import jax
 import numpy as np
@@ -61,24 +60,19 @@ class Decoder:
         *,
         all_logits: bool = False,
         chunk: int | None = None,
-        progress: Callable[[int, int], None] | None = None,
-        cancelled: Callable[[], bool] | None = None,
     ) -> np.ndarray | None:
         """Run ids through the model. Returns logits of the last token ([V]), or of every token
-        ([n, V]) with all_logits. A single token uses the decode-step shape (chunk 1)."""
+        ([n, V]) with all_logits. A single token uses the decode-step shape (chunk 1).
+        Callers that report progress or honour a cancel feed one chunk at a time."""
         ids = np.asarray(ids, dtype=np.int32).reshape(-1)
         if ids.size == 0:
             return None
         C = 1 if ids.size == 1 else (chunk or self.chunk)
         out = []
         for start in range(0, ids.size, C):
-            if cancelled is not None and cancelled():
-                return None
             part = ids[start : start + C]
             logits = self._run(part, C, all_logits)
             out.append(logits[: part.size] if all_logits else logits)
-            if progress is not None:
-                progress(min(start + C, ids.size), ids.size)
         return np.concatenate(out) if all_logits else out[-1][0]
 
     def _run(self, part: np.ndarray, C: int, all_logits: bool) -> np.ndarray:
