@@ -46,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--min-p", type=float, default=None, metavar="P")
     c.add_argument("--repeat-penalty", type=float, default=None, metavar="R")
     c.add_argument("--seed", type=int, default=None, metavar="S")
+    c.add_argument("--no-speculative", dest="speculative", action="store_false",
+                   help="decode one token per step (default: also verify drafts copied from the "
+                        "conversation, several tokens per step; same output)")
     c.add_argument("--json", action="store_true", help="print one JSON object per reply")
 
     p = sub.add_parser("plan", help="show the memory plan for a model and setting")
@@ -124,7 +127,7 @@ def cmd_chat(args) -> int:
     )
     plan = _plan(args, model.config, 4)
     session = ChatSession(model, plan, system=args.system, sampling=sampling,
-                          sinks=_sinks_arg(args.sinks, "auto"))
+                          sinks=_sinks_arg(args.sinks, "auto"), speculative=args.speculative)
     session.warmup()  # compile now, so the reported speeds are the model's, not XLA's compiler
 
     def answer(text: str) -> None:
@@ -144,7 +147,7 @@ def cmd_chat(args) -> int:
                 "ttft_s": round(done.ttft_s, 4), "kv_bytes": st.kv_bytes, "cache_tokens": st.cache_tokens,
                 "evicted_tokens": st.evicted_tokens, "tokens_seen": st.tokens_seen,
                 "sinks": st.sink_tokens, "window": st.window, "rss_bytes": st.rss_bytes,
-                "weight_bytes": st.weight_bytes,
+                "weight_bytes": st.weight_bytes, "speculative": done.draft if args.speculative else None,
             }), flush=True)
         else:
             sys.stdout.write("\n")

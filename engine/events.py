@@ -69,3 +69,5 @@ class Done:
     prefill_tok_s: float
     decode_tok_s: float
     ttft_s: float
+    # speculative decoding over the session so far: verifies, drafted, accepted, acceptance
+    draft: dict | None = None

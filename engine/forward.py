@@ -5,11 +5,17 @@ through every layer. Each layer attends over [cached slots, the chunk's own keys
 the host derived from slot positions, so the result is exact whatever the chunking. The new
 K/V are written into the ring after the layer scan, in place (the cache is donated).
 
-Weights are int8 with one f32 scale per output row. XLA:CPU has no fast int8 or bf16 dot. For a
-few rows, `x @ w.astype(f32).T` is fused by XLA into one loop that converts as it reads (no f32
-copy of the weight; measured 10-15 ms for 30 layers of 3072x576 against 23-29 ms for a
-multiply+reduce spelling and 33-44 ms for f32 weights, bench/micro_linear.py). For a prefill
-chunk the weight is upcast once behind an optimization barrier and used in a real GEMM.
+`verify(params, cache, batch)` runs the same layers for a speculative draft (a few rows) but
+writes nothing: it returns the rows' K/V, and `write_rows` stores only the accepted prefix, so
+a rejected draft never overwrites a window token that is still needed.
+
+Weights are int8 with one f32 scale per output row. XLA:CPU has no fast int8 or bf16 dot, and
+the fastest spelling depends on the row count (bench/micro_linear.py guards each):
+- 1 row (decode): `x @ w.astype(f32).T`, fused into one loop that converts as it reads (no f32
+  copy; 10-15 ms for 30 layers of 3072x576, against 23-29 ms for multiply+reduce);
+- 2-8 rows (a draft to verify): multiply+reduce, which XLA vectorises over the rows (8 rows of
+  the whole model ~2x one row), where the dot spelling would materialise an f32 weight copy;
+- a prefill chunk: the weight upcast once behind an optimization barrier, then a real GEMM.
 """
 from __future__ import annotations
 
@@ -24,9 +30,8 @@ from .budget import KV_GROUP
 from .config import ModelConfig
 from .kv_cache import KVCache
 
-# Up to this many rows `linear` uses the convert-as-you-read dot. Measured fast for one row (the
-# decode step); for 2-8 rows XLA materialises an f32 copy of the weight, which
-# `python -m bench.micro_linear --check` flags: fix that before multi-token (speculative) steps.
+# Up to this many rows `linear` reads the int8 weight inside a fused loop (see the docstring);
+# above it, a GEMM over an upcast copy. Speculative drafts are verified in steps of this size.
 MATVEC_ROWS = 8
 
 
@@ -83,8 +88,10 @@ class Batch:
 
 def linear(x: jax.Array, w: QLinear) -> jax.Array:
     """x [C, in] @ w.T -> [C, out], consuming int8 weights without an f32 copy for small C."""
-    if x.shape[0] <= MATVEC_ROWS:
+    if x.shape[0] == 1:
         y = jnp.dot(x, w.q.astype(jnp.float32).T, preferred_element_type=jnp.float32)
+    elif x.shape[0] <= MATVEC_ROWS:
+        y = (w.q.astype(jnp.float32)[None] * x[:, None, :]).sum(-1)
     else:
         wf = lax.optimization_barrier(w.q.astype(jnp.float32))
         y = jnp.dot(x, wf.T, preferred_element_type=jnp.float32)
@@ -170,26 +177,50 @@ def embed(params: Params, tokens: jax.Array) -> jax.Array:
     return params.embed.q[tokens].astype(jnp.float32) * params.embed.scale[tokens][:, None]
 
 
-@partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))
-def step(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig, all_logits: bool = False):
-    """Run one chunk; returns (logits [C, V] or [1, V] for the last real row, new cache)."""
+def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
+    """Every layer over the chunk; returns the final hidden states and the chunk's K/V rows."""
     x = embed(params, batch.tokens)
 
     def body(x, xs):
         w, kc, vc, ksc, vsc = xs
         return layer(cfg, batch, x, w, kc, vc, ksc, vsc)
 
-    x, (k_new, v_new, ks_new, vs_new) = lax.scan(
-        body, x, (params.layers, cache.k, cache.v, cache.k_scale, cache.v_scale)
-    )
-    slot = batch.write_slot
-    cache = KVCache(
+    return lax.scan(body, x, (params.layers, cache.k, cache.v, cache.k_scale, cache.v_scale))
+
+
+def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
+    """Store the chunk's rows at their ring slots; rows whose slot is out of range are dropped."""
+    k_new, v_new, ks_new, vs_new = rows
+    return KVCache(
         cache.k.at[:, slot].set(k_new, mode="drop"),
         cache.v.at[:, slot].set(v_new, mode="drop"),
         None if ks_new is None else cache.k_scale.at[:, slot].set(ks_new, mode="drop"),
         None if vs_new is None else cache.v_scale.at[:, slot].set(vs_new, mode="drop"),
     )
+
+
+def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
+    return linear(rms_norm(x, params.out_norm, cfg.rms_eps), params.head)
+
+
+@partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))
+def step(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig, all_logits: bool = False):
+    """Run one chunk; returns (logits [C, V] or [1, V] for the last real row, new cache)."""
+    x, rows = _layers(params, cache, batch, cfg)
+    cache = _write(cache, rows, batch.write_slot)
     if not all_logits:
         x = lax.dynamic_slice_in_dim(x, batch.last, 1)
-    x = rms_norm(x, params.out_norm, cfg.rms_eps)
-    return linear(x, params.head), cache
+    return _head(params, x, cfg), cache
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def verify(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
+    """Run a draft chunk without touching the cache; returns (logits [C, V], the chunk's K/V rows)."""
+    x, rows = _layers(params, cache, batch, cfg)
+    return _head(params, x, cfg), rows
+
+
+@partial(jax.jit, donate_argnames=("cache",))
+def write_rows(cache: KVCache, rows, slot: jax.Array) -> KVCache:
+    """Store the accepted rows of a verified draft (the others carry slot = capacity: dropped)."""
+    return _write(cache, rows, slot)

@@ -51,16 +51,48 @@ class Sampler:
 
     def __call__(self, logits: np.ndarray, recent) -> int:
         """recent: the latest token ids (any sequence or deque), for the repetition penalty."""
+        x = self._penalized(logits, recent)
+        if self.params.temperature <= 0:
+            return int(np.argmax(x))
+        ids, probs = _candidates(x / self.params.temperature, self.params)
+        return int(ids[self.rng.choice(ids.size, p=probs)])
+
+    def verify(self, rows: np.ndarray, draft: list[int], recent) -> list[int]:
+        """Speculative sampling against a draft: rows[i] are the logits after draft[:i] (rows has
+        len(draft) + 1 rows). Returns the drafts kept plus one token sampled after them.
+
+        Greedy keeps a draft token iff it is the argmax, so the output is exactly plain decoding's.
+        Sampling keeps draft token d with probability p(d) and otherwise draws from p with d
+        removed (the residual of speculative sampling for a draft that is a point mass): each
+        token is distributed exactly as plain sampling would draw it."""
+        p = self.params
+        hist = list(recent)[-p.repeat_last_n :] if p.repetition_penalty != 1.0 else []
+        out: list[int] = []
+        for i, d in enumerate(draft):
+            x = self._penalized(rows[i], hist)
+            if p.temperature <= 0:
+                t = int(np.argmax(x))
+                if t != d:
+                    return out + [t]
+            else:
+                ids, probs = _candidates(x / p.temperature, p)
+                pd = float(probs[ids == d].sum())
+                if self.rng.random() >= pd:  # rejected: draw from the residual
+                    keep = ids != d
+                    ids, probs = ids[keep], probs[keep] / probs[keep].sum()
+                    return out + [int(ids[self.rng.choice(ids.size, p=probs)])]
+            out.append(d)
+            hist.append(d)
+        return out + [self(rows[len(draft)], hist)]
+
+    def _penalized(self, logits: np.ndarray, recent) -> np.ndarray:
         p = self.params
         x = np.asarray(logits, dtype=np.float32).reshape(-1).copy()
         if p.repetition_penalty != 1.0 and recent:
             ids = np.unique(np.fromiter(recent, dtype=np.int64)[-p.repeat_last_n :])
             vals = x[ids]
             x[ids] = np.where(vals > 0, vals / p.repetition_penalty, vals * p.repetition_penalty)
-        if p.temperature <= 0:
-            return int(np.argmax(x))
-        ids, probs = _candidates(x / p.temperature, p)
-        return int(ids[self.rng.choice(ids.size, p=probs)])
+        return x
 
 
 def _candidates(x: np.ndarray, p: SamplingParams) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,8 @@ from typing import Iterator
 import numpy as np
 
 from .budget import MemoryPlan, plan_memory
-from .decoder import Decoder
+from .decoder import DRAFT_ROWS, Decoder
+from .draft import DraftStats, PromptLookup
 from .errors import SettingsError
 from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
 from .sampler import Sampler, SamplingParams
@@ -49,7 +50,8 @@ def common_prefix(a: str, b: str) -> int:
 
 class ChatSession:
     def __init__(self, model, plan: MemoryPlan, system: str | None = None,
-                 sampling: SamplingParams | None = None, sinks: int | str = "auto"):
+                 sampling: SamplingParams | None = None, sinks: int | str = "auto",
+                 speculative: bool = True):
         self.model = model
         self.tok = model.tokenizer
         self.template = model.chat_template
@@ -64,6 +66,9 @@ class ChatSession:
         self._recent: deque[int] = deque(maxlen=256)
         self._cancel = threading.Event()
         self._dirty = False  # the cache no longer matches the chunks: re-encode before use
+        # Prompt-lookup speculative decoding: same output, fewer steps where the text repeats.
+        self.speculative = speculative
+        self.drafter = PromptLookup(max_draft=DRAFT_ROWS - 1)
         self._system_ids = self._encode_system()
         self.plan = self._effective_plan()
         self.decoder = Decoder(model, self.plan, n_sink=self.plan.sinks)
@@ -175,6 +180,7 @@ class ChatSession:
             for m in messages if m.get("role") in ("user", "assistant")
         ]
         self._chunks, self._pending, self._rendered = [], [], ""
+        self.drafter.reset()
         self._dirty = bool(self.messages)
         if not self.messages:
             self.decoder.reset(self.plan.sinks)
@@ -264,12 +270,14 @@ class ChatSession:
         if first and self._system_ids:
             self._chunks.append(Chunk(-1, array("i", self._system_ids), 0))
             self._rendered = self._system_text  # fed just below, as the sinks
+            self.drafter.extend(self._system_ids)
         full = self.template.render(self._template_messages(), add_generation_prompt=True)
         cut = common_prefix(full, self._rendered)
         delta = self._encode(full[cut:], first=first and not self._system_ids)
         self._rendered = full
         start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
         self._chunks.append(Chunk(len(self.messages) - 1, array("i", delta), start))
+        self.drafter.extend(delta)  # (the pending token joined the drafter when it was sampled)
         ids = (self._system_ids if first else []) + self._pending + delta
         self._pending = []
         logits = yield from self._feed(ids)
@@ -305,17 +313,17 @@ class ChatSession:
         self._chunks.append(chunk)
         self.messages.append({"role": "assistant", "content": "", "pinned": False})
         yield Stats(self.stats())
+        self.drafter.stats = DraftStats()  # Done reports this reply's drafts
+        todo = deque([sampler(logits, self._recent)])  # sampled; only the last is not yet cached
         while True:
-            if self._cancel.is_set():
-                reason = "cancelled"
-                break
-            tid = sampler(logits, self._recent)
+            tid = todo.popleft()
             if tid in eot:
                 reason = "eos"
                 break
             reply.append(tid)
             chunk.ids.append(tid)
             self._recent.append(tid)
+            self.drafter.extend((tid,))
             yield Token(text_out.push(tid), tid)
             now = time.perf_counter()
             if t_first is None:
@@ -323,7 +331,12 @@ class ChatSession:
             if len(reply) >= params.max_tokens:
                 self._pending = [tid]  # fed with the next turn: the reply ends without waiting
                 break
-            logits = self.decoder.feed([tid])
+            if todo:  # an accepted draft token: already in the cache
+                continue
+            if self._cancel.is_set():
+                reason = "cancelled"
+                break
+            todo.extend(self._next_tokens(tid, sampler, eot, params.max_tokens - len(reply)))
             if now - t_last_stats >= STATS_EVERY_S:
                 t_last_stats = now
                 yield Stats(self.stats())
@@ -340,6 +353,23 @@ class ChatSession:
         yield Stats(self.stats())
         yield self._done(reason, reply, prompt_tokens, prefill_s, decode_s, ttft)
 
+    def _next_tokens(self, tid: int, sampler: Sampler, eot: set, room: int) -> list[int]:
+        """Feed tid (sampled, not yet cached) and return what follows it: one sampled token, or,
+        when the conversation offers a draft, the drafts the sampler kept plus one more. At most
+        `room` tokens; a draft stops before any end-of-turn token (plain decoding stops there)."""
+        draft = self.drafter.propose(room - 1) if self.speculative else []
+        for i, t in enumerate(draft):
+            if t in eot:
+                draft = draft[:i]
+                break
+        if not draft:
+            return [sampler(self.decoder.feed([tid]), self._recent)]
+        rows = self.decoder.verify([tid] + draft)
+        out = sampler.verify(rows, draft, self._recent)
+        self.decoder.accept(len(out))  # tid and the kept drafts
+        self.drafter.record(len(draft), len(out) - 1)
+        return out
+
     def _done(self, reason, reply, prompt_tokens, prefill_s, decode_s, ttft) -> Done:
         n = len(reply)
         return Done(
@@ -347,7 +377,7 @@ class ChatSession:
             prompt_tokens=prompt_tokens, generated_tokens=n,
             prefill_tok_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
             decode_tok_s=(n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0,
-            ttft_s=ttft,
+            ttft_s=ttft, draft=self.drafter.stats.to_dict(),
         )
 
     def _template_messages(self) -> list[dict]:
@@ -399,6 +429,7 @@ class ChatSession:
         self._chunks = order
         self._recent.clear()
         self._recent.extend(stream[n_sink:][-256:].tolist())
+        self.drafter.reset(stream)
         self._dirty = logits is None and stream.size > 0
         yield Rebuilt(int(head.size + tail.size), time.perf_counter() - t0)
         return logits

@@ -128,7 +128,14 @@ def test_shift_enter_breaks_the_line_enter_sends_when_idle(win, qtbot):
 # --------------------------------------------------------------------------- chatting
 
 
-def test_send_streams_a_reply_and_stores_it(win, qtbot, data_dir):
+def test_send_streams_a_reply_and_stores_it(win, qtbot, data_dir, monkeypatch):
+    # The tiny model (with drafts verified 8 tokens at a time) can finish 24 tokens inside one
+    # 30 Hz repaint; pace its steps like a real model's so streaming is observable.
+    from engine.decoder import Decoder
+
+    for name in ("feed", "verify"):
+        real = getattr(Decoder, name)
+        monkeypatch.setattr(Decoder, name, lambda self, *a, _real=real, **k: (time.sleep(0.02), _real(self, *a, **k))[1])
     lengths = []
     win.engine.token.connect(lambda *_: lengths.append(len(win.chat.messages()[-1].content)))
     result = send(win, qtbot, "Hello, **world**!")
