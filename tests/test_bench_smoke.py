@@ -47,3 +47,24 @@ def test_quick_bench_json(tiny_bpe_gguf, tmp_path):
     assert "prefill 24 tok" in r.stdout and "TTFT turn 2" in r.stdout  # the printed table
     if importlib.util.find_spec("matplotlib"):
         assert d["plot"] and Path(d["plot"]).is_file()
+
+
+def test_speculative_bench_runs_and_reports(tiny_bpe_gguf):
+    from bench.speculative import TURNS, run
+
+    lines = []
+    rec = run(tiny_bpe_gguf, max_tokens=16, turns=TURNS[:2], progress=lines.append)
+    for mode in ("greedy", "sampled"):
+        summary = rec["modes"][mode]["summary"]
+        assert summary["plain_tok_s"] > 0 and summary["spec_tok_s"] > 0
+        assert summary["verifies"] >= 0 and 0 <= summary["acceptance"] <= 1
+    assert all("identical" in t for t in rec["modes"]["greedy"]["turns"])
+    assert any("total" in line for line in lines)
+
+
+def test_profile_step_names_kernels(tiny_bpe_gguf, capsys):
+    from bench.profile_step import main
+
+    assert main(["--model", str(tiny_bpe_gguf), "--steps", "1", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel time per step" in out and "per step" in out
