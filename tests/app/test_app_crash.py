@@ -2,7 +2,6 @@
 there, and the partial reply is kept and marked interrupted (issue: conversations survive)."""
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.store import ConversationStore, default_db_path
+from tests.fixtures.processes import reap, sigkill
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("app_crash_child.py")
@@ -64,13 +64,9 @@ def test_sigkill_during_generation_then_restart(tiny_bpe_gguf, tmp_path, qapp):
             time.sleep(0.05)
         assert row and row[0] == "streaming" and row[1], row
         seen = row[1]
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
-        assert p.returncode == -signal.SIGKILL
+        sigkill(p)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
 
     with ConversationStore(db) as store:
         assert store.recovered_messages == 1

@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from app.store import (  # noqa: E402
     default_db_path,
 )
 from engine.errors import PinwheelError  # noqa: E402
+from tests.fixtures.processes import reap, sigkill  # noqa: E402
 
 CHILD = Path(__file__).with_name("store_crash_child.py")
 
@@ -737,14 +737,9 @@ def test_sigkill_mid_reply_keeps_everything(db: Path):
                 line = p.stdout.readline()
                 assert line.startswith("U "), (line, p.poll())
                 last = int(line.split()[1])
-            assert p.poll() is None, "child stopped before it was killed"
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-            assert p.returncode == -signal.SIGKILL
+            sigkill(p)
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            reap(p)
         with ConversationStore(db) as s:
             assert s.recovered_messages == 1
             for r, conv_id in convs.items():
