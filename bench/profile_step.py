@@ -3,6 +3,7 @@ each of the busiest kernels by the HLO it runs.
 
     python -m bench.profile_step                 # default model, default plan (928 slots)
     python -m bench.profile_step --window 256 --rows 8
+    python -m bench.profile_step --rows 64       # a prefill chunk
 
 Prints the step's CPU and wall time, the summed kernel time per step (all threads), and the top
 kernels with the first line of their HLO (which matrix, which fusion). This is how the README's
@@ -26,7 +27,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.profile_step", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None)
     ap.add_argument("--window", type=int, default=None)
-    ap.add_argument("--rows", type=int, default=1, choices=(1, 8), help="1: decode step, 8: draft verify")
+    ap.add_argument("--rows", type=int, default=1, choices=(1, 8, 64),
+                    help="1: decode step, 8: draft verify, 64: prefill chunk")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=14)
     args = ap.parse_args(argv)
@@ -52,6 +54,12 @@ def main(argv=None) -> int:
 
         def run():
             d.feed(ids[:1])
+    elif args.rows == 64:
+        _, batch = d._batch(ids[:64], 64)
+        hlo = forward.step.lower(model.params, d.cache, batch, d.cfg, False).compile().as_text()
+
+        def run():
+            d.feed(ids[:64])
     else:
         _, batch = d._batch(ids[:8], 8)
         hlo = forward.verify.lower(model.params, d.cache, batch, d.cfg).compile().as_text()
