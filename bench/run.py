@@ -321,7 +321,7 @@ def op_decode_spec(eng, ids, prompt: int, n: int) -> dict:
     (the digest says whether they are), drafts copied from the prompt and the text so far,
     verified 8 rows per step by the engine's Decoder.verify/accept."""
     from engine.decoder import DRAFT_ROWS
-    from engine.draft import PromptLookup
+    from engine.draft import PromptLookup, next_tokens
     from engine.sampler import GREEDY, Sampler
 
     eng.reset()
@@ -334,13 +334,7 @@ def op_decode_spec(eng, ids, prompt: int, n: int) -> dict:
     out = []
     t0, c0 = time.perf_counter(), time.process_time()
     while len(out) < n:
-        draft = drafter.propose(n - len(out) - 1)
-        if draft:
-            new = sampler.verify(dec.verify([tid] + draft), draft, ())
-            dec.accept(len(new))
-            drafter.record(len(draft), len(new) - 1)
-        else:
-            new = [_argmax(dec.feed([tid]))]
+        new = next_tokens(dec, drafter, sampler, tid, (), n - len(out))
         out += new
         drafter.extend(new)
         tid = new[-1]

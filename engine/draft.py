@@ -87,6 +87,26 @@ class PromptLookup:
             self._pause = self.backoff * self._misses
 
 
+def next_tokens(decoder, drafter: PromptLookup | None, sampler, tid: int, recent, room: int,
+                stop=()) -> list[int]:
+    """Feed tid (sampled, not yet cached) and return what follows it: one sampled token, or,
+    when the history offers a draft, the drafts the sampler kept plus one more. At most `room`
+    tokens; a draft ends before any `stop` token (plain decoding stops there, uncached).
+    drafter None: no speculation. The caller appends what it emits to the drafter's history."""
+    draft = drafter.propose(room - 1) if drafter is not None else []
+    for i, t in enumerate(draft):
+        if t in stop:
+            draft = draft[:i]
+            break
+    if not draft:
+        return [sampler(decoder.feed([tid]), recent)]
+    rows = decoder.verify([tid] + draft)
+    out = sampler.verify(rows, draft, recent)
+    decoder.accept(len(out))  # tid and the kept drafts
+    drafter.record(len(draft), len(out) - 1)
+    return out
+
+
 def _copy(h: np.ndarray, start: int, n: int) -> list[int]:
     """n tokens from h[start:], running on into the copy itself (LZ77-style) when h ends first:
     a match 3 tokens back in "dear, dear, dear," drafts the whole period again and again."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from .budget import MemoryPlan, plan_memory
 from .decoder import DRAFT_ROWS, Decoder
-from .draft import DraftStats, PromptLookup
+from .draft import DraftStats, PromptLookup, next_tokens
 from .errors import SettingsError
 from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
 from .sampler import Sampler, SamplingParams
@@ -336,7 +336,9 @@ class ChatSession:
             if self._cancel.is_set():
                 reason = "cancelled"
                 break
-            todo.extend(self._next_tokens(tid, sampler, eot, params.max_tokens - len(reply)))
+            drafter = self.drafter if self.speculative else None
+            todo.extend(next_tokens(self.decoder, drafter, sampler, tid, self._recent,
+                                    params.max_tokens - len(reply), eot))
             if now - t_last_stats >= STATS_EVERY_S:
                 t_last_stats = now
                 yield Stats(self.stats())
@@ -352,23 +354,6 @@ class ChatSession:
         ttft = prefill_s + ((t_first - t_start) if t_first else 0.0)
         yield Stats(self.stats())
         yield self._done(reason, reply, prompt_tokens, prefill_s, decode_s, ttft)
-
-    def _next_tokens(self, tid: int, sampler: Sampler, eot: set, room: int) -> list[int]:
-        """Feed tid (sampled, not yet cached) and return what follows it: one sampled token, or,
-        when the conversation offers a draft, the drafts the sampler kept plus one more. At most
-        `room` tokens; a draft stops before any end-of-turn token (plain decoding stops there)."""
-        draft = self.drafter.propose(room - 1) if self.speculative else []
-        for i, t in enumerate(draft):
-            if t in eot:
-                draft = draft[:i]
-                break
-        if not draft:
-            return [sampler(self.decoder.feed([tid]), self._recent)]
-        rows = self.decoder.verify([tid] + draft)
-        out = sampler.verify(rows, draft, self._recent)
-        self.decoder.accept(len(out))  # tid and the kept drafts
-        self.drafter.record(len(draft), len(out) - 1)
-        return out
 
     def _done(self, reason, reply, prompt_tokens, prefill_s, decode_s, ttft) -> Done:
         n = len(reply)
