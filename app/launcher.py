@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         if first in ("-h", "--help"):
             print(HELP, end="")
             return 0
+        if first == "bench":  # the benchmark lives in bench/, outside the engine; it parses its own flags
+            from bench.run import main as bench_main
+
+            return int(bench_main(args[1:]) or 0)
         if first in CLI_COMMANDS:
             try:
                 from engine.cli import main as cli_main

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import gc
 import json
 import re
 import sys
@@ -274,6 +275,11 @@ class ChatTemplate:
         from jinja2.sandbox import SecurityError
 
         guard = _Guard(self.timeout_s, self.max_memory_bytes)
+        # No garbage collection inside the template: a template that recurses to the limit would
+        # otherwise run other objects' finalizers at that depth, where they fail as "unraisable"
+        # RecursionErrors far from here. The guard bounds the time and memory a render can take.
+        gc_was_on = gc.isenabled()
+        gc.disable()
         try:
             return guard.run(fn)
         except _Abort as e:
@@ -296,6 +302,9 @@ class ChatTemplate:
         except Exception as e:  # noqa: BLE001 - anything else the template provoked
             raise TemplateError(f"chat template failed to {what}: {type(e).__name__}:"
                                 f" {_one_line(e)}") from None
+        finally:
+            if gc_was_on:
+                gc.enable()
 
     def render(self, messages: list[dict], *, add_generation_prompt: bool, **extra: Any) -> str:
         """Render the conversation; ``extra`` adds template variables (e.g. ``tools``)."""

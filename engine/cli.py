@@ -1,4 +1,4 @@
-"""`pinwheel chat | plan | score | bench`: the engine from a terminal.
+"""`pinwheel chat | plan | score`: the engine from a terminal (`pinwheel bench` is bench/run.py).
 
 Every user error (bad model file, impossible setting) prints one line and exits 2; anything
 unexpected prints one line and exits 1 (PINWHEEL_DEBUG=1 shows the traceback).
@@ -62,8 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-tokens", type=int, default=None, metavar="N", help="score only the first N tokens")
     s.add_argument("--json", action="store_true")
 
-    b = sub.add_parser("bench", help="speed and memory benchmark (vs llama.cpp when installed)")
-    b.add_argument("rest", nargs=argparse.REMAINDER)
     return ap
 
 
@@ -210,16 +208,10 @@ def _read_text(path: str) -> str:
         raise SettingsError(f"cannot read {p}: {e.strerror}") from None
 
 
-def cmd_bench(args) -> int:
-    from bench import run as bench_run  # the benchmark lives outside the engine
-
-    return bench_run.main(args.rest)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"chat": cmd_chat, "plan": cmd_plan, "score": cmd_score, "bench": cmd_bench}[args.command](args)
+        return {"chat": cmd_chat, "plan": cmd_plan, "score": cmd_score}[args.command](args)
     except PinwheelError as e:
         print(f"pinwheel: error: {e}", file=sys.stderr)
         return 2

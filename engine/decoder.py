@@ -17,7 +17,7 @@ import threading
 import jax
 import numpy as np
 
-from . import forward, rope
+from . import compile_cache, forward, rope
 from .budget import MemoryPlan
 from .kv_cache import Ring, allocate
 from .sysmem import trim
@@ -29,6 +29,7 @@ SHORT_TAIL = 32  # pieces of up to this many tokens run as 8-row steps (see _run
 
 class Decoder:
     def __init__(self, model, plan: MemoryPlan, n_sink: int | None = None, chunk: int = PREFILL_CHUNK):
+        compile_cache.enable()  # before the first compile of this process
         self.model = model
         self.cfg = model.config
         self.plan = plan

@@ -9,13 +9,11 @@ K/V are written into the ring after the layer scan, in place (the cache is donat
 writes nothing: it returns the rows' K/V, and `write_rows` stores only the accepted prefix, so
 a rejected draft never overwrites a window token that is still needed.
 
-Weights are int8 with one f32 scale per output row. XLA:CPU has no fast int8 or bf16 dot, and
-the fastest spelling depends on the row count (bench/micro_linear.py guards each):
-- 1 row (decode): `x @ w.astype(f32).T`, fused into one loop that converts as it reads (no f32
-  copy; 10-15 ms for 30 layers of 3072x576, against 23-29 ms for multiply+reduce);
-- 2-8 rows (a draft to verify): multiply+reduce, which XLA vectorises over the rows (8 rows of
-  the whole model ~2x one row), where the dot spelling would materialise an f32 weight copy;
-- a prefill chunk: the weight upcast once behind an optimization barrier, then a real GEMM.
+Weights stay in GGUF's block formats (engine.quant) and every matrix product is one call of
+the native kernel (engine.kernels), which computes each row the same way whatever the number of
+rows: a 1-row decode step, an 8-row verify and a 64-row prefill chunk agree bit for bit on the
+linear layers. The per-layer weights are stacked; the scan passes the layer index to the kernel
+instead of slicing the weights (a slice would be copied for the call).
 """
 from __future__ import annotations
 
@@ -29,23 +27,10 @@ from jax import lax
 from .budget import KV_GROUP
 from .config import ModelConfig
 from .kv_cache import KVCache
+from .quant import QLinear, matmul, take_rows
 
-# Up to this many rows `linear` reads the int8 weight inside a fused loop (see the docstring);
-# above it, a GEMM over an upcast copy. Speculative drafts are verified in steps of this size.
+# Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).
 MATVEC_ROWS = 8
-
-
-@jax.tree_util.register_dataclass
-@dataclass
-class QLinear:
-    """int8 weight [..., out, in] with an f32 scale per output row [..., out]."""
-
-    q: jax.Array
-    scale: jax.Array
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.q.nbytes) + int(self.scale.nbytes)
 
 
 @jax.tree_util.register_dataclass
@@ -84,18 +69,6 @@ class Batch:
     key_sink: jax.Array  # [S + C] bool
     write_slot: jax.Array  # [C] int32
     last: jax.Array  # () int32: index of the last real row (rows after it are padding)
-
-
-def linear(x: jax.Array, w: QLinear) -> jax.Array:
-    """x [C, in] @ w.T -> [C, out], consuming int8 weights without an f32 copy for small C."""
-    if x.shape[0] == 1:
-        y = jnp.dot(x, w.q.astype(jnp.float32).T, preferred_element_type=jnp.float32)
-    elif x.shape[0] <= MATVEC_ROWS:
-        y = (w.q.astype(jnp.float32)[None] * x[:, None, :]).sum(-1)
-    else:
-        wf = lax.optimization_barrier(w.q.astype(jnp.float32))
-        y = jnp.dot(x, wf.T, preferred_element_type=jnp.float32)
-    return y * w.scale
 
 
 def rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
@@ -141,19 +114,11 @@ def attention(cfg: ModelConfig, q, k_all, v_all, batch: Batch):
     return out.transpose(2, 0, 1, 3).reshape(C, -1)
 
 
-def linear_out(x: jax.Array, w: QLinear) -> jax.Array:
-    """The attention output projection. For one row, `w @ x` instead of `x @ w.T`: in the layer
-    scan XLA:CPU runs the latter ~20 ms/step slower for this square matrix (in isolation both
-    take ~1 ms for 30 layers); the other linears are slower as `w @ x`. Measured, see bench/."""
-    if x.shape[0] == 1:
-        return (jnp.dot(w.q.astype(jnp.float32), x[0], preferred_element_type=jnp.float32) * w.scale)[None]
-    return linear(x, w)
-
-
-def layer(cfg: ModelConfig, batch: Batch, x, w, k_cache, v_cache, k_scale, v_scale):
+def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, k_cache, v_cache, k_scale, v_scale):
+    """Layer i (w holds every layer's weights, stacked)."""
     C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-    h = rms_norm(x, w.attn_norm, cfg.rms_eps)
-    qkv = linear(h, w.wqkv)
+    h = rms_norm(x, w.attn_norm[i], cfg.rms_eps)
+    qkv = matmul(h, w.wqkv, i)
     q = qkv[:, : H * hd].reshape(C, H, hd)
     k = rope(qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd), batch.cos, batch.sin).reshape(C, -1)
     v = qkv[:, (H + KVH) * hd :]
@@ -166,15 +131,15 @@ def layer(cfg: ModelConfig, batch: Batch, x, w, k_cache, v_cache, k_scale, v_sca
         k_new, v_new = k_store.astype(jnp.float32), v_store.astype(jnp.float32)
     k_all = jnp.concatenate([dequantize_kv(k_cache, k_scale), k_new]).reshape(-1, KVH, hd)
     v_all = jnp.concatenate([dequantize_kv(v_cache, v_scale), v_new]).reshape(-1, KVH, hd)
-    x = x + linear_out(attention(cfg, q, k_all, v_all, batch), w.wo)
-    h = rms_norm(x, w.ffn_norm, cfg.rms_eps)
-    gate, up = jnp.split(linear(h, w.w_gate_up), 2, axis=-1)
-    x = x + linear(jax.nn.silu(gate) * up, w.w_down)
+    x = x + matmul(attention(cfg, q, k_all, v_all, batch), w.wo, i)
+    h = rms_norm(x, w.ffn_norm[i], cfg.rms_eps)
+    gate, up = jnp.split(matmul(h, w.w_gate_up, i), 2, axis=-1)
+    x = x + matmul(jax.nn.silu(gate) * up, w.w_down, i)
     return x, (k_store, v_store, ks, vs)
 
 
 def embed(params: Params, tokens: jax.Array) -> jax.Array:
-    return params.embed.q[tokens].astype(jnp.float32) * params.embed.scale[tokens][:, None]
+    return take_rows(params.embed, tokens)
 
 
 def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
@@ -182,10 +147,11 @@ def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     x = embed(params, batch.tokens)
 
     def body(x, xs):
-        w, kc, vc, ksc, vsc = xs
-        return layer(cfg, batch, x, w, kc, vc, ksc, vsc)
+        i, kc, vc, ksc, vsc = xs
+        return layer(cfg, batch, x, params.layers, i, kc, vc, ksc, vsc)
 
-    return lax.scan(body, x, (params.layers, cache.k, cache.v, cache.k_scale, cache.v_scale))
+    layer_ids = jnp.arange(cfg.n_layers, dtype=jnp.int32)
+    return lax.scan(body, x, (layer_ids, cache.k, cache.v, cache.k_scale, cache.v_scale))
 
 
 def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
@@ -200,7 +166,7 @@ def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
 
 
 def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
-    return linear(rms_norm(x, params.out_norm, cfg.rms_eps), params.head)
+    return matmul(rms_norm(x, params.out_norm, cfg.rms_eps), params.head)
 
 
 @partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))

@@ -1,5 +1,6 @@
-"""Reading a GGUF chat model: validate, read metadata, dequantize tensors into the engine's
-int8 weights.
+"""Reading a GGUF chat model: validate, read metadata, turn tensors into the engine's block
+formats (engine.quant: the file's own Q8_0/Q4_0/Q4_1/Q4_K blocks as stored, other types
+re-quantized per 32 values).
 
 A GGUF file comes from a stranger, so nothing in it is trusted: the header's counts are checked
 against the file size before the `gguf` reader walks them, every tensor is checked against the
@@ -18,7 +19,9 @@ import numpy as np
 
 from .config import ModelConfig
 from .errors import ModelFileError
-from .forward import Layers, Params, QLinear
+from . import quant
+from .forward import Layers, Params
+from .quant import QLinear
 from .sysmem import trim
 
 SUPPORTED_ARCHS = ("llama",)
@@ -197,6 +200,9 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
         v = getattr(cfg, k)
         if not 0 < v <= hi:
             raise ModelFileError(f"implausible model shape: {k} = {v}")
+    if cfg.d_model % 32 or cfg.ffn_dim % 32 or (cfg.n_heads * cfg.head_dim) % 32:
+        raise ModelFileError(f"unsupported model shape: widths must be multiples of 32 (d_model {cfg.d_model}, "
+                             f"FFN {cfg.ffn_dim}, {cfg.n_heads} heads of {cfg.head_dim})")
     if cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2 or cfg.kv_dim % 32:
         raise ModelFileError(
             f"unsupported attention shape: {cfg.n_heads} heads, {cfg.n_kv_heads} KV heads, head size {cfg.head_dim}"
@@ -243,18 +249,11 @@ def _dequantize(t, rows: slice | None = None) -> np.ndarray:
     return out
 
 
-def quantize_rows(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """f32 [..., out, in] -> int8 with one scale per output row."""
-    scale = np.abs(w).max(axis=-1) / 127.0
-    safe = np.where(scale == 0, 1.0, scale)
-    q = np.clip(np.rint(w / safe[..., None]), -127, 127).astype(np.int8)
-    return q, scale.astype(np.float32)
-
-
 def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's Q/K row permutation so rotate-half RoPE applies (pitfall 1)."""
-    out, inp = w.shape
-    return w.reshape(n_heads, out // n_heads // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
+    """Undo llama.cpp's Q/K row permutation so rotate-half RoPE applies (pitfall 1). Rows are
+    output features, so this works on f32 rows and on rows of quantized blocks alike."""
+    out, rest = w.shape[0], w.shape[1:]
+    return w.reshape(n_heads, out // n_heads // 2, 2, *rest).swapaxes(1, 2).reshape(out, *rest)
 
 
 class _Tensors:
@@ -290,22 +289,46 @@ class _Tensors:
             if have != shape:
                 raise ModelFileError(f"tensor {name} has shape {have}, the metadata implies {shape}")
 
-    def get_quantized(self, name: str, shape: tuple[int, ...], optional: bool = False,
-                      block: int = 4096) -> tuple[np.ndarray, np.ndarray] | None:
-        """quantize_rows(get(name)) without the whole f32 tensor (and its temporaries) in memory:
-        dequantized and requantized `block` rows at a time (the embedding is 113 MB in f32)."""
+    def type_of(self, name: str) -> str | None:
         t = self.by_name.get(name)
-        if t is None or t.tensor_type.name in ("F32", "F16") or shape[0] <= block:
-            w = self.get(name, shape, optional)
-            return None if w is None else quantize_rows(w)
+        return None if t is None else t.tensor_type.name
+
+    def get_blocks(self, name: str, shape: tuple[int, ...], fmt: str, block: int = 4096):
+        """Tensor `name` in format fmt (engine.quant) as numpy (q, d, m), converted `block` rows
+        at a time, so no whole f32 copy of a large tensor (the embedding: 113 MB) ever exists."""
+        t = self.by_name.get(name)
+        if t is None:
+            raise ModelFileError(f"missing tensor {name}")
         full = tuple(int(x) for x in reversed(t.shape.tolist()))
         if full != shape:
             raise ModelFileError(f"tensor {name} has shape {full}, the metadata implies {shape}")
-        q, s = np.empty(shape, np.int8), np.empty(shape[0], np.float32)
+        type_name = t.tensor_type.name
+        parts = []
         for r0 in range(0, shape[0], block):
-            w = _dequantize(t, rows=slice(r0, r0 + block))
-            q[r0 : r0 + len(w)], s[r0 : r0 + len(w)] = quantize_rows(w)
-        return q, s
+            rows = slice(r0, min(r0 + block, shape[0]))
+            raw = self._raw(t, rows) if type_name in quant.NATIVE else None
+            try:
+                q, d, m = quant.convert(type_name, raw, lambda: _dequantize(t, rows), fmt)
+            except ValueError as e:
+                raise ModelFileError(f"tensor {name} cannot be stored: {e}") from None
+            if not (np.isfinite(d).all() and (m is None or np.isfinite(m).all())):
+                raise ModelFileError(f"tensor {name} holds NaN or infinite scales")
+            parts.append((q, d, m))
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(None if p[0] is None else np.concatenate(p) for p in zip(*parts))
+
+    @staticmethod
+    def _raw(t, rows: slice) -> np.ndarray:
+        import gguf
+
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        want = gguf.quants.quant_shape_to_byte_shape(shape, t.tensor_type)
+        data = np.asarray(t.data)
+        if tuple(data.shape) != tuple(want):
+            raise ModelFileError(f"tensor {t.name} is corrupt or truncated (stored as {tuple(data.shape)}, "
+                                 f"expected {tuple(want)})")
+        return data[rows]
 
     def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         t = self.by_name.get(name)
@@ -335,42 +358,51 @@ def _wanted(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
     return w
 
 
+def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int):
+    """One stacked weight from per-layer lists of (tensor name, rows, heads to un-permute or
+    None), merged along the output axis in that order; every layer in one block format."""
+    fmt = quant.group_format(tensors.type_of(n) for members in names for n, _, _ in members)
+    out = sum(r for _, r, _ in names[0])
+    q, d, m = quant.empty(fmt, (len(names),), out, inp)
+    for i, members in enumerate(names):
+        parts = []
+        for name, rows, heads in members:
+            p = tensors.get_blocks(name, (rows, inp), fmt)
+            parts.append(p if heads is None else tuple(None if a is None else unpermute_qk(a, heads) for a in p))
+        merged = [None if col[0] is None else np.concatenate(col) for col in zip(*parts)]
+        for dst, part in zip((q, d, m), quant.interleave(*merged, fmt)):
+            if dst is not None:
+                dst[i] = part
+    return _device(q, d, m, fmt, out)
+
+
+def _matrix(tensors: _Tensors, name: str, shape: tuple[int, int]) -> QLinear:
+    fmt = quant.group_format([tensors.type_of(name)])
+    return _device(*quant.interleave(*tensors.get_blocks(name, shape, fmt), fmt), fmt, shape[0])
+
+
+def _device(q, d, m, fmt: str, rows: int) -> QLinear:
+    return QLinear(jnp.asarray(q), jnp.asarray(d), None if m is None else jnp.asarray(m), fmt, rows)
+
+
 def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray | None]:
     L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
                              cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
-    qkv_out = (H + 2 * KVH) * hd
     tensors.check(_wanted(cfg))
-    # Preallocate the stacked int8 arrays and fill them layer by layer: peak memory stays at
-    # the int8 model plus one f32 tensor.
-    wqkv = (np.empty((L, qkv_out, d), np.int8), np.empty((L, qkv_out), np.float32))
-    wo = (np.empty((L, d, H * hd), np.int8), np.empty((L, d), np.float32))
-    wgu = (np.empty((L, 2 * F, d), np.int8), np.empty((L, 2 * F), np.float32))
-    wdn = (np.empty((L, d, F), np.int8), np.empty((L, d), np.float32))
-    attn_norm, ffn_norm = np.empty((L, d), np.float32), np.empty((L, d), np.float32)
+    blk = [f"blk.{i}." for i in range(L)]
+    # Each group is built in its stacked numpy arrays, then moved to the device and dropped, so
+    # the peak is the model plus one group.
+    wqkv = _group(tensors, [[(p + "attn_q.weight", H * hd, H), (p + "attn_k.weight", KVH * hd, KVH),
+                             (p + "attn_v.weight", KVH * hd, None)] for p in blk], d)
+    wo = _group(tensors, [[(p + "attn_output.weight", d, None)] for p in blk], H * hd)
+    wgu = _group(tensors, [[(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)] for p in blk], d)
+    wdn = _group(tensors, [[(p + "ffn_down.weight", d, None)] for p in blk], F)
+    attn_norm = np.stack([tensors.get(p + "attn_norm.weight", (d,)) for p in blk])
+    ffn_norm = np.stack([tensors.get(p + "ffn_norm.weight", (d,)) for p in blk])
 
-    def put(dst, i, rows, w):
-        q, s = quantize_rows(w)
-        dst[0][i, rows] = q
-        dst[1][i, rows] = s
-
-    for i in range(L):
-        p = f"blk.{i}."
-        attn_norm[i] = tensors.get(p + "attn_norm.weight", (d,))
-        ffn_norm[i] = tensors.get(p + "ffn_norm.weight", (d,))
-        put(wqkv, i, slice(0, H * hd), unpermute_qk(tensors.get(p + "attn_q.weight", (H * hd, d)), H))
-        put(wqkv, i, slice(H * hd, (H + KVH) * hd), unpermute_qk(tensors.get(p + "attn_k.weight", (KVH * hd, d)), KVH))
-        put(wqkv, i, slice((H + KVH) * hd, qkv_out), tensors.get(p + "attn_v.weight", (KVH * hd, d)))
-        put(wo, i, slice(None), tensors.get(p + "attn_output.weight", (d, H * hd)))
-        put(wgu, i, slice(0, F), tensors.get(p + "ffn_gate.weight", (F, d)))
-        put(wgu, i, slice(F, 2 * F), tensors.get(p + "ffn_up.weight", (F, d)))
-        put(wdn, i, slice(None), tensors.get(p + "ffn_down.weight", (d, F)))
-
-    embed = QLinear(*map(jnp.asarray, tensors.get_quantized("token_embd.weight", (V, d))))
-    head_q = tensors.get_quantized("output.weight", (V, d), optional=True)
-    head = embed if head_q is None else QLinear(*map(jnp.asarray, head_q))
-    del head_q
-    ql = lambda pair: QLinear(jnp.asarray(pair[0]), jnp.asarray(pair[1]))  # noqa: E731
-    layers = Layers(jnp.asarray(attn_norm), ql(wqkv), ql(wo), jnp.asarray(ffn_norm), ql(wgu), ql(wdn))
+    embed = _matrix(tensors, "token_embd.weight", (V, d))
+    head = embed if "output.weight" not in tensors.by_name else _matrix(tensors, "output.weight", (V, d))
+    layers = Layers(jnp.asarray(attn_norm), wqkv, wo, jnp.asarray(ffn_norm), wgu, wdn)
     out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
     freq = tensors.get("rope_freqs.weight", (hd // 2,), optional=True)
     return Params(embed, layers, out_norm, head), freq

@@ -80,9 +80,20 @@ def test_engine_commands_go_to_engine_cli(monkeypatch):
     fake = types.ModuleType("engine.cli")
     fake.main = lambda argv: calls.append(list(argv)) or 7
     monkeypatch.setitem(sys.modules, "engine.cli", fake)
-    for cmd in ("chat", "plan", "score", "bench"):
+    for cmd in ("chat", "plan", "score"):
         assert launcher.main([cmd, "--prompt", "hi"]) == 7
-    assert calls == [[c, "--prompt", "hi"] for c in ("chat", "plan", "score", "bench")]
+    assert calls == [[c, "--prompt", "hi"] for c in ("chat", "plan", "score")]
+
+
+def test_bench_goes_to_bench_run_with_its_own_flags(monkeypatch):
+    """`pinwheel bench --quick` as the README writes it (argparse's REMAINDER used to refuse a
+    leading flag: "unrecognized arguments: --quick")."""
+    calls = []
+    fake = types.ModuleType("bench.run")
+    fake.main = lambda argv: calls.append(list(argv)) or 3
+    monkeypatch.setitem(sys.modules, "bench.run", fake)
+    assert launcher.main(["bench", "--quick", "--no-llamacpp"]) == 3
+    assert calls == [["--quick", "--no-llamacpp"]]
 
 
 def test_missing_engine_cli_is_a_clear_error(monkeypatch, capsys):

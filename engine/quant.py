@@ -1,0 +1,214 @@
+"""Weights as GGUF stores them: 32-value blocks with f16 scales, and the one matrix product.
+
+The engine keeps each matrix in one of llama.cpp's block formats, the file's own where it can:
+- `q8_0`: int8 values [..., out, in] and a scale per 32 (Q8_0 tensors as stored; F32, F16, BF16,
+  Q5_x and Q6_K quantized to it per 32 values, which keeps them within 1/254 of a block's
+  largest value);
+- `q4_0`: two 4-bit values per byte [..., out, in/2] (GGUF's order: a block's 16 bytes hold
+  values 0-15 in the low nibbles, 16-31 in the high) and a scale: w = d * (q - 8);
+- `q4_1`: the same nibbles with a scale and an offset: w = d * q + m (Q4_1 as stored; Q4_K's
+  sub-blocks of 32 are exactly this, with d = d_super * scale and m = -dmin * min).
+
+`matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built, else an XLA
+dequantize-and-dot that computes the same product in f32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import kernels
+
+QK = 32
+F16_MAX = 65504.0
+GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
+FORMATS = ("q8_0", "q4_0", "q4_1")
+_BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP}
+
+
+@jax.tree_util.register_dataclass
+@dataclass
+class QLinear:
+    """A block-quantized weight [..., out, in] in the kernel's layout: output rows in groups of 8,
+    their blocks interleaved 4 values at a time (qmatmul.cc says why).
+
+    q: uint8 [..., out/8, in/32, 256] (q8_0: each value + 128) or [..., out/8, in/32, 128] (4-bit);
+    d: f16 [..., out/8, in/32, 8]; m: the same, q4_1 only; rows: the real output count (the
+    last group is padded with zero rows when it is not a multiple of 8)."""
+
+    q: jax.Array
+    d: jax.Array
+    m: jax.Array | None = None
+    fmt: str = field(default="q8_0", metadata=dict(static=True))
+    rows: int = field(default=0, metadata=dict(static=True))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in (self.q, self.d, self.m) if a is not None)
+
+
+def _values(q: jax.Array, fmt: str) -> jax.Array:
+    """Integer values of interleaved groups [..., nb, bytes] -> f32 [..., 8 rows, nb, 32]."""
+    *lead, nb, _ = q.shape
+    if fmt == "q8_0":  # [nb, 8 steps, 8 rows, 4]
+        v = q.reshape(*lead, nb, 8, GROUP, 4).astype(jnp.float32) - 128.0
+        v = jnp.moveaxis(v, -2, -4)  # [8 rows, nb, 8 steps, 4]
+    else:  # [nb, 4 steps, 8 rows, 4]: low nibbles values 4k+j, high 16+4k+j
+        b = q.reshape(*lead, nb, 4, GROUP, 4)
+        v = jnp.stack([b & 0x0F, b >> 4], axis=-4).astype(jnp.float32)  # [nb, 2, 4, 8, 4]
+        v = jnp.moveaxis(v, -2, -5)  # [8 rows, nb, 2, 4, 4]
+        if fmt == "q4_0":
+            v = v - 8.0
+    return v.reshape(*lead, GROUP, nb, QK)
+
+
+def _scales(a: jax.Array) -> jax.Array:
+    """[..., nb, 8 rows] f16 -> f32 [..., 8 rows, nb, 1]."""
+    return jnp.moveaxis(a.astype(jnp.float32), -1, -2)[..., None]
+
+
+def dequantize(w: QLinear) -> jax.Array:
+    """f32 [..., out, in] (XLA: the fallback product)."""
+    v = _values(w.q, w.fmt) * _scales(w.d)
+    if w.fmt == "q4_1":
+        v = v + _scales(w.m)
+    *lead, G, _, nb, _ = v.shape
+    return v.reshape(*lead, G * GROUP, nb * QK)[..., : w.rows or G * GROUP, :]
+
+
+def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
+    """Rows of a 2-D weight as f32 [len(rows), in] (the embedding lookup)."""
+    g, r, i = rows // GROUP, rows % GROUP, jnp.arange(rows.shape[0])
+    v = _values(w.q[g], w.fmt)[i, r] * _scales(w.d[g])[i, r]  # [C, nb, 32]
+    if w.fmt == "q4_1":
+        v = v + _scales(w.m[g])[i, r]
+    return v.reshape(rows.shape[0], -1)
+
+
+def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None) -> jax.Array:
+    """x [C, in] f32 @ w[layer].T -> [C, out] f32; w is stacked [L, ...] when layer is given."""
+    if kernels.available():
+        q, d, m = (w.q, w.d, w.m) if layer is not None else (w.q[None], w.d[None], None if w.m is None else w.m[None])
+        idx = jnp.asarray(0 if layer is None else layer, jnp.int32)
+        out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * GROUP), jnp.float32)
+        y = jax.ffi.ffi_call(f"pinwheel_{w.fmt}", out)(x, q, d, d if m is None else m, idx)
+        return y[:, : w.rows] if w.rows and w.rows != y.shape[1] else y
+    if layer is not None:
+        w = QLinear(w.q[layer], w.d[layer], None if w.m is None else w.m[layer], w.fmt, w.rows)
+    return jnp.dot(x, dequantize(w).T, preferred_element_type=jnp.float32)
+
+
+# --- numpy side: GGUF blocks -> these formats (the loader) -------------------------------------
+
+
+def quantize_q8_0(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """f32 [..., in] -> int8 values and f16 scales per 32, as llama.cpp's quantize_row_q8_0."""
+    g = w.reshape(*w.shape[:-1], -1, QK)
+    d = np.abs(g).max(axis=-1) / 127.0
+    if not d.max(initial=0.0) <= F16_MAX:
+        raise ValueError(f"values up to {d.max() * 127:.3g}, too large for 16-bit block scales")
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    q = np.rint(g * inv[..., None]).clip(-127, 127).astype(np.int8)
+    return q.reshape(w.shape), d.astype(np.float16)
+
+
+def _split_blocks(raw: np.ndarray, block_bytes: int) -> np.ndarray:
+    """uint8 [rows, row_bytes] -> [rows, blocks, block_bytes]."""
+    return raw.reshape(raw.shape[0], -1, block_bytes)
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(b).view(np.float16)[..., 0]
+
+
+def blocks_q8_0(raw: np.ndarray):
+    b = _split_blocks(raw, 34)
+    return np.ascontiguousarray(b[..., 2:]).view(np.int8).reshape(raw.shape[0], -1), _f16(b[..., :2]), None
+
+
+def blocks_q4_0(raw: np.ndarray):
+    b = _split_blocks(raw, 18)
+    return np.ascontiguousarray(b[..., 2:]).reshape(raw.shape[0], -1), _f16(b[..., :2]), None
+
+
+def blocks_q4_1(raw: np.ndarray):
+    b = _split_blocks(raw, 20)
+    return np.ascontiguousarray(b[..., 4:]).reshape(raw.shape[0], -1), _f16(b[..., :2]), _f16(b[..., 2:4])
+
+
+def blocks_q4_k(raw: np.ndarray):
+    """Q4_K super-blocks (256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes
+    of nibbles) -> q4_1 blocks of 32, exactly (gguf.quants.Q4_K is the reference layout)."""
+    from gguf.quants import Q4_K
+
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 144)
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    dmin = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    sc, mn = Q4_K.get_scale_min(b[:, 4:16].copy())
+    with np.errstate(over="ignore"):  # an overflowing scale becomes inf: the loader refuses it
+        d, m = (d * sc).astype(np.float16), (-dmin * mn).astype(np.float16)
+    qs = b[:, 16:].reshape(-1, 4, 32)  # chunk j: sub-block 2j in the low nibbles, 2j+1 in the high
+    vals = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, QK)  # [n, 8 sub-blocks, 32]
+    packed = (vals[..., :16] | (vals[..., 16:] << 4)).astype(np.uint8)
+    return packed.reshape(rows, -1), d.reshape(rows, -1), m.reshape(rows, -1)
+
+
+NATIVE = {"Q8_0": ("q8_0", blocks_q8_0), "Q4_0": ("q4_0", blocks_q4_0), "Q4_1": ("q4_1", blocks_q4_1),
+          "Q4_K": ("q4_1", blocks_q4_k)}
+
+
+def group_format(type_names) -> str:
+    """The one format a stacked group of tensors (every layer's q/k/v, say) is kept in: 4-bit
+    when every member is 4-bit (q4_0 only if all are Q4_0), else q8_0."""
+    fmts = {NATIVE.get(t, ("q8_0",))[0] for t in type_names}
+    if fmts == {"q4_0"}:
+        return "q4_0"
+    if fmts <= {"q4_0", "q4_1"}:
+        return "q4_1"
+    return "q8_0"
+
+
+def convert(type_name: str, raw: np.ndarray | None, dequantize_f32, fmt: str):
+    """One tensor's rows in format fmt: (q, d, m). raw is the file's bytes [rows, row_bytes]
+    for block types; dequantize_f32() gives f32 [rows, in] for the rest."""
+    native = NATIVE.get(type_name)
+    if native is not None and native[0] == fmt:
+        return native[1](raw)
+    if fmt == "q4_1" and native is not None and native[0] == "q4_0":  # Q4_0 is Q4_1 with m = -8 d
+        q, d, _ = native[1](raw)
+        with np.errstate(over="ignore"):  # inf for a hostile scale: the loader refuses it
+            return q, d, (d.astype(np.float32) * -8.0).astype(np.float16)
+    assert fmt == "q8_0", (type_name, fmt)
+    q, d = quantize_q8_0(dequantize_f32())
+    return q, d, None
+
+
+def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
+    """Row-layout blocks (q [out, in] int8 or [out, in/2] packed nibbles; d, m [out, in/32]) ->
+    the kernel's layout (see QLinear), padding out to a multiple of 8 with zero rows."""
+    out, nb = d.shape
+    pad = -out % GROUP
+    if pad:
+        q = np.concatenate([q, np.zeros((pad, q.shape[1]), q.dtype)])
+        d = np.concatenate([d, np.zeros((pad, nb), d.dtype)])
+        m = None if m is None else np.concatenate([m, np.zeros((pad, nb), m.dtype)])
+    G = (out + pad) // GROUP
+    if fmt == "q8_0":
+        u = (q.view(np.uint8) ^ 0x80).reshape(G, GROUP, nb, 8, 4)
+    else:
+        u = q.reshape(G, GROUP, nb, 4, 4)
+    qi = u.transpose(0, 2, 3, 1, 4).reshape(G, nb, _BLOCK_BYTES[fmt])
+    si = lambda a: None if a is None else a.reshape(G, GROUP, nb).transpose(0, 2, 1)  # noqa: E731
+    return qi, si(d), si(m)
+
+
+def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
+    """Preallocated numpy arrays (q, d, m) for a stacked weight in the kernel's layout."""
+    G, nb = -(-out // GROUP), inp // QK
+    q = np.empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
+    d = np.empty((*lead, G, nb, GROUP), np.float16)
+    return q, d, (np.empty_like(d) if fmt == "q4_1" else None)
