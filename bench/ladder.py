@@ -121,3 +121,144 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     w.close()
     tmp.rename(path)
     return path
+
+
+# --- pinwheel bench --ladder ---------------------------------------------------------------------
+
+LADDER_SETTINGS = dict(prefill=(200,), decode=(128,), repeat=2, long_repeat=1)
+
+
+def run(args) -> int:
+    """Both engines on every rung and type, alternating; a table, JSON and a PNG."""
+    import json
+    import os
+    import sys
+    import tempfile
+    import time
+
+    from engine.model_locator import locate_model
+
+    from . import run as R
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    tokenizer_from = locate_model(None)
+    engines, skipped = ("ours",), "--no-llamacpp" if args.no_llamacpp else None
+    if not args.no_llamacpp:
+        ok, why = R.llamacpp_available()
+        engines, skipped = (("ours", "llamacpp"), None) if ok else (("ours",), why)
+    wanted = [r for r in RUNGS if not args.rungs or r.name in args.rungs.split(",")]
+    s = dict(R.FULL)
+    s.update(LADDER_SETTINGS)
+    if args.repeat:
+        s["repeat"] = args.repeat
+    log_dir = Path(tempfile.mkdtemp(prefix="pinwheel-ladder-"))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = str(R.ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    log("pinwheel bench --ladder: random weights (garbage text, real speed and memory); engines: "
+        + ", ".join(engines) + (f" (llama.cpp skipped: {skipped})" if skipped else ""))
+    rows, errors = [], []
+    for rung in wanted:
+        for qtype in TYPES:
+            t0 = time.perf_counter()
+            path = write(rung, qtype, tokenizer_from)
+            log(f"{rung.name} {qtype}: {path.stat().st_size / 1e6:.0f} MB ({time.perf_counter() - t0:.0f}s to get the file)")
+            spec = R.build_spec(args, path, s)
+            spec["llama_ctx_speed"] = max(-(-((R._capacity(path) or 0) + 8) // 256) * 256, 512)
+            spec_path = log_dir / f"{rung.name}-{qtype}.json"
+            spec_path.write_text(json.dumps(spec))
+            try:
+                sp = R.run_speed(engines, spec, spec_path, log_dir, env, log)
+            except R.WorkerError as e:
+                errors.append(f"{rung.name} {qtype}: {e}")
+                log(f"  failed: {e}")
+                continue
+            rows.append(_row(rung, qtype, path, sp, engines))
+    report = {"schema": 1, "kind": "ladder", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "engines": list(engines),
+              "llamacpp_skipped": skipped, "settings": {k: s[k] for k in ("prefill", "decode", "repeat")},
+              "rows": rows, "errors": errors,
+              "note": "random-weight GGUFs with the default model's tokenizer: garbage text, the speed and memory "
+                      "of real weights; speculative acceptance on random text is not that of chat"}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (out / f"ladder-{stamp}.json").write_text(json.dumps(report, indent=1))
+    try:
+        plot(rows, out / f"ladder-{stamp}.png")
+        log(f"PNG:  {out / f'ladder-{stamp}.png'}")
+    except Exception as e:  # matplotlib missing: the numbers still count
+        log(f"no plot: {type(e).__name__}: {e}")
+    print(format_table(report))
+    print(f"\nJSON: {out / f'ladder-{stamp}.json'}")
+    return 1 if errors else 0
+
+
+def _row(rung: Rung, qtype: str, path: Path, sp: dict, engines) -> dict:
+    def get(e, *keys):
+        d = sp.get(e, {})
+        for k in keys:
+            d = d.get(k) if isinstance(d, dict) else None
+        return d
+
+    n_dec, n_pre = str(LADDER_SETTINGS["decode"][0]), str(LADDER_SETTINGS["prefill"][0])
+    row = {"rung": rung.name, "type": qtype, "params": rung.params, "file_bytes": path.stat().st_size,
+           "note": rung.note}
+    for e in engines:
+        row[e] = {"decode_tok_s": get(e, "decode", n_dec, "tok_s"), "prefill_tok_s": get(e, "prefill", n_pre, "tok_s"),
+                  "peak_rss_mb": get(e, "speed_process", "peak_rss_mb"),
+                  "rss_after_warmup_mb": get(e, "speed_process", "rss_after_warmup_mb")}
+    row["ours"]["decode_spec_tok_s"] = get("ours", "decode_spec", n_dec, "tok_s")
+    row["ours"]["spec_same_tokens"] = get("ours", "decode_spec", n_dec, "same_tokens_as_plain")
+    if "llamacpp" in engines:
+        row["ratios"] = {"decode": get("ours", "decode", n_dec, "vs_llamacpp"),
+                         "prefill": get("ours", "prefill", n_pre, "vs_llamacpp"),
+                         "peak_rss": _div(row["ours"]["peak_rss_mb"], row["llamacpp"]["peak_rss_mb"])}
+    return row
+
+
+def _div(a, b):
+    return None if a is None or not b else a / b
+
+
+def format_table(report: dict) -> str:
+    def f(x, nd=1):
+        return "-" if x is None else f"{x:.{nd}f}"
+
+    two = "llamacpp" in report["engines"]
+    head = "| rung | type | params | decode tok/s (ours / llama.cpp) | prefill tok/s | peak RSS MB | spec decode |"
+    lines = [report["note"], "", head, "|" + "---|" * 7]
+    for r in report["rows"]:
+        o, lc, rt = r["ours"], r.get("llamacpp", {}), r.get("ratios", {})
+        dec = f"{f(o['decode_tok_s'])} / {f(lc.get('decode_tok_s'))} = {f(rt.get('decode'), 2)}x" if two else f(o["decode_tok_s"])
+        pre = f"{f(o['prefill_tok_s'])} / {f(lc.get('prefill_tok_s'))} = {f(rt.get('prefill'), 2)}x" if two else f(o["prefill_tok_s"])
+        rss = f"{f(o['peak_rss_mb'], 0)} / {f(lc.get('peak_rss_mb'), 0)} = {f(rt.get('peak_rss'), 2)}x" if two else f(o["peak_rss_mb"], 0)
+        lines.append(f"| {r['rung']} | {r['type']} | {r['params'] / 1e9:.2f}B | {dec} | {pre} | {rss} | "
+                     f"{f(o['decode_spec_tok_s'])} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for qtype, style in (("Q4_0", "-o"), ("Q8_0", "--s")):
+        rs = sorted((r for r in rows if r["type"] == qtype), key=lambda r: r["params"])
+        x = [r["params"] / 1e9 for r in rs]
+        for e, colour in (("ours", "tab:blue"), ("llamacpp", "tab:orange")):
+            if all(e in r for r in rs) and rs:
+                label = f"{'Pinwheel' if e == 'ours' else 'llama.cpp'} {qtype}"
+                a.plot(x, [r[e]["decode_tok_s"] or 0 for r in rs], style, color=colour, label=label)
+                b.plot(x, [r[e]["peak_rss_mb"] or 0 for r in rs], style, color=colour, label=label)
+    a.set(xlabel="parameters (billions)", ylabel="plain decode tok/s", title="decode speed")
+    b.set(xlabel="parameters (billions)", ylabel="peak RSS (MB)", title="peak memory")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("pinwheel bench --ladder (random weights, 2 threads each)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

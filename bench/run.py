@@ -813,6 +813,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--one-process", action="store_true",
                     help="run long and turns in the speed workers instead of fresh processes (--quick does); "
                          "peak RSS then covers every task")
+    ap.add_argument("--ladder", action="store_true",
+                    help="the size ladder: random-weight GGUFs at the shapes of bigger models (bench/ladder.py)")
+    ap.add_argument("--rungs", default=None, metavar="NAME,...", help="with --ladder: only these rungs")
     ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     ap.add_argument("--task", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -823,6 +826,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.worker:
         return _worker_entry(args)
+    if args.ladder:
+        from bench import ladder
+
+        return ladder.run(args)
     return orchestrate(args)
 
 

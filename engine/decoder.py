@@ -131,7 +131,8 @@ class Decoder:
         tokens[n:] = part[-1]
         cos, sin = rope.cos_sin(cp.q_pos, self.theta)
         scos, ssin = rope.cos_sin(cp.sink_q_pos, self.theta)
-        return cp, forward.Batch(tokens, cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot, np.int32(n - 1))
+        return cp, forward.Batch(tokens, cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot, np.int32(n - 1),
+                                 cp.order)
 
     def _run(self, part: np.ndarray, C: int, all_logits: bool) -> np.ndarray:
         cp, batch = self._batch(part, C)

@@ -27,6 +27,7 @@ from jax import lax
 from .budget import KV_GROUP
 from .config import ModelConfig
 from .kv_cache import KVCache
+from . import kernels
 from .quant import QLinear, matmul, take_rows
 
 # Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).
@@ -69,10 +70,7 @@ class Batch:
     key_sink: jax.Array  # [S + C] bool
     write_slot: jax.Array  # [C] int32
     last: jax.Array  # () int32: index of the last real row (rows after it are padding)
-
-
-def rms_norm(x: jax.Array, w: jax.Array, eps: float) -> jax.Array:
-    return x * lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * w
+    order: jax.Array  # [S + C] int32: keys by stream position (the native attention's order)
 
 
 def rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -114,26 +112,43 @@ def attention(cfg: ModelConfig, q, k_all, v_all, batch: Batch):
     return out.transpose(2, 0, 1, 3).reshape(C, -1)
 
 
-def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, k_cache, v_cache, k_scale, v_scale):
-    """Layer i (w holds every layer's weights, stacked)."""
+def attention_native(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, batch: Batch):
+    """The same attention in the native kernel, straight from the (int8) cache of every layer:
+    no dequantized copy, no concatenation, and sums in stream order (exact speculation)."""
+    C, hd = q.shape[0], cfg.head_dim
+    qw, qs = rope(q, batch.cos, batch.sin), rope(q, batch.sink_cos, batch.sink_sin)
+    kind = {jnp.int8: "int8", jnp.bfloat16: "bf16", jnp.float32: "f32"}[cache.k.dtype.type]
+    ks = cache.k_scale if cache.k_scale is not None else jnp.zeros((1,), jnp.float32)
+    vs = cache.v_scale if cache.v_scale is not None else ks
+    out = jax.ShapeDtypeStruct((C, cfg.n_heads * hd), jnp.float32)
+    return jax.ffi.ffi_call(f"pinwheel_attn_{kind}", out)(
+        qw, qs, cache.k, cache.v, ks, vs, k_new, v_new, batch.order, batch.mask, batch.key_sink,
+        jnp.asarray(i, jnp.int32))
+
+
+def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
+    """Layer i (w holds every layer's weights, stacked; cache every layer's K/V)."""
     C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-    h = rms_norm(x, w.attn_norm[i], cfg.rms_eps)
-    qkv = matmul(h, w.wqkv, i)
+    qkv = matmul(x, w.wqkv, i, norm=w.attn_norm, eps=cfg.rms_eps)
     q = qkv[:, : H * hd].reshape(C, H, hd)
     k = rope(qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd), batch.cos, batch.sin).reshape(C, -1)
     v = qkv[:, (H + KVH) * hd :]
-    if k_scale is not None:  # int8 cache: attend to exactly what will be stored
+    if cache.k_scale is not None:  # int8 cache: attend to exactly what will be stored
         k_store, ks = quantize_kv(k)
         v_store, vs = quantize_kv(v)
         k_new, v_new = dequantize_kv(k_store, ks), dequantize_kv(v_store, vs)
     else:
-        k_store, v_store, ks, vs = k.astype(k_cache.dtype), v.astype(v_cache.dtype), None, None
+        k_store, v_store, ks, vs = k.astype(cache.k.dtype), v.astype(cache.v.dtype), None, None
         k_new, v_new = k_store.astype(jnp.float32), v_store.astype(jnp.float32)
-    k_all = jnp.concatenate([dequantize_kv(k_cache, k_scale), k_new]).reshape(-1, KVH, hd)
-    v_all = jnp.concatenate([dequantize_kv(v_cache, v_scale), v_new]).reshape(-1, KVH, hd)
-    x = x + matmul(attention(cfg, q, k_all, v_all, batch), w.wo, i)
-    h = rms_norm(x, w.ffn_norm[i], cfg.rms_eps)
-    gate, up = jnp.split(matmul(h, w.w_gate_up, i), 2, axis=-1)
+    if kernels.available():
+        att = attention_native(cfg, q, k_new, v_new, cache, i, batch)
+    else:
+        at = lambda a: None if a is None else lax.dynamic_index_in_dim(a, i, keepdims=False)  # noqa: E731
+        k_all = jnp.concatenate([dequantize_kv(at(cache.k), at(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
+        v_all = jnp.concatenate([dequantize_kv(at(cache.v), at(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
+        att = attention(cfg, q, k_all, v_all, batch)
+    x = x + matmul(att, w.wo, i)
+    gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)
     x = x + matmul(jax.nn.silu(gate) * up, w.w_down, i)
     return x, (k_store, v_store, ks, vs)
 
@@ -146,12 +161,10 @@ def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     """Every layer over the chunk; returns the final hidden states and the chunk's K/V rows."""
     x = embed(params, batch.tokens)
 
-    def body(x, xs):
-        i, kc, vc, ksc, vsc = xs
-        return layer(cfg, batch, x, params.layers, i, kc, vc, ksc, vsc)
+    def body(x, i):
+        return layer(cfg, batch, x, params.layers, i, cache)
 
-    layer_ids = jnp.arange(cfg.n_layers, dtype=jnp.int32)
-    return lax.scan(body, x, (layer_ids, cache.k, cache.v, cache.k_scale, cache.v_scale))
+    return lax.scan(body, x, jnp.arange(cfg.n_layers, dtype=jnp.int32))
 
 
 def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
@@ -166,7 +179,7 @@ def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
 
 
 def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
-    return matmul(rms_norm(x, params.out_norm, cfg.rms_eps), params.head)
+    return matmul(x, params.head, norm=params.out_norm, eps=cfg.rms_eps)
 
 
 @partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))

@@ -91,8 +91,11 @@ class Ring:
         # The in-cache position the query has relative to the sinks (StreamingLLM):
         # sinks sit at 0..n_sink-1 and the query at most at capacity - 1.
         sink_q_pos = np.minimum(q_pos, S - 1)
+        # Keys by stream position (empty slots last): the order attention sums in, the same for a
+        # token whatever chunk computes it (engine/kernels: exact speculation).
+        order = np.argsort(np.where(key_real, key_pos, np.iinfo(np.int64).max), kind="stable").astype(np.int32)
         return ChunkPlan(q_pos=q_pos, sink_q_pos=sink_q_pos, mask=mask, key_sink=key_sink,
-                         write_slot=write_slot.astype(np.int32), n=n)
+                         write_slot=write_slot.astype(np.int32), n=n, order=order)
 
     def commit(self, plan: "ChunkPlan") -> None:
         """Record that the chunk's tokens were written to their slots."""
@@ -122,3 +125,4 @@ class ChunkPlan:
     key_sink: np.ndarray  # [S + C] bool: score this key with the sink-rotated query
     write_slot: np.ndarray  # [C] int32, == capacity for rows not written
     n: int  # real rows
+    order: np.ndarray  # [S + C] int32: keys sorted by stream position, empty slots last

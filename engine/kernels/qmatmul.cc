@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -97,6 +98,13 @@ template <Fmt F>
 constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP; }
 
 #if defined(__AVX2__)
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
 // 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed).
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -207,8 +215,16 @@ struct Job {
   }
 };
 
+int thread_cap() {
+  static const int cap = [] {
+    const char* v = std::getenv("PINWHEEL_KERNEL_THREADS");
+    return v ? std::max(1, std::atoi(v)) : 1 << 20;
+  }();
+  return cap;
+}
+
 void parallel_for(ffi::ThreadPool& pool, int n, std::function<void(int)> fn) {
-  const int helpers = std::min<int64_t>(pool.num_threads(), n) - 1;
+  const int helpers = std::min<int64_t>(std::min<int64_t>(pool.num_threads(), thread_cap()), n) - 1;
   if (helpers <= 0) {
     for (int i = 0; i < n; ++i) fn(i);
     return;
@@ -225,9 +241,31 @@ void parallel_for(ffi::ThreadPool& pool, int n, std::function<void(int)> fn) {
   }
 }
 
+// x * rsqrt(mean(x^2) + eps) * g, one row, with the sum of squares in a fixed order (so the
+// result does not depend on how many rows the call carries, as XLA's reductions may).
+void rms_norm_row(const float* x, const float* g, int n, float eps, float* out) {
+  float ss = 0.f;
+#if defined(__AVX2__)
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    acc = _mm256_fmadd_ps(v, v, acc);
+  }
+  ss = hsum8(acc);
+  for (; i < n; ++i) ss += x[i] * x[i];
+#else
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+#endif
+  const float r = 1.f / std::sqrt(ss / (float)n + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * r * g[i];
+}
+
 template <Fmt F>
 ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer wq, ffi::AnyBuffer wd,
-                   ffi::AnyBuffer wm, ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> y) {
+                   ffi::AnyBuffer wm, ffi::Buffer<ffi::S32> layer, ffi::Buffer<ffi::F32> norm, float eps,
+                   ffi::ResultBuffer<ffi::F32> y) {
+  // norm: [L, I] RMS-norm weights applied to x first (the layer's), or [0] for none.
   // x [C, I]; wq [L, O/8, I/32, block bytes]; wd, wm [L, O/8, I/32, 8]; y [C, O].
   const auto xd = x.dimensions();
   const auto qd = wq.dimensions();
@@ -238,11 +276,22 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
   const int l = layer.typed_data()[0];
   if (l < 0 || l >= L) return ffi::Error::InvalidArgument("qmatmul: layer index out of range");
 
-  std::vector<int8_t> q(C * I);
-  std::vector<float> d(C * nb), s(C * nb);
-  std::vector<QRow> rows(C);
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d, s;
+  thread_local std::vector<QRow> rows;
+  q.resize(C * I), d.resize(C * nb), s.resize(C * nb), rows.resize(C);
+  const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
+  const bool has_norm = norm.element_count() > 0;
+  if (has_norm && (int64_t)norm.element_count() != L * I) return ffi::Error::InvalidArgument("qmatmul: norm weights do not match");
+  thread_local std::vector<float> xn;
+  if (has_norm) xn.resize(I);
   for (int64_t c = 0; c < C; ++c) {
-    quantize_row(x.typed_data() + c * I, nb, &q[c * I], &d[c * nb], &s[c * nb]);
+    const float* xc = x.typed_data() + c * I;
+    if (has_norm) {
+      rms_norm_row(xc, norm.typed_data() + (size_t)l * I, (int)I, eps, xn.data());
+      xc = xn.data();
+    }
+    quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb]);
     rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb]};
   }
   const size_t group_q = (size_t)nb * block_bytes<F>(), group_s = (size_t)nb * GROUP;
@@ -262,13 +311,206 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
       const int take = g + G <= g1 ? G : 1;
       int64_t c = 0;
       if (take == G) {
-        for (; c + 2 <= C; c += 2) tile<F, 2, G>(wg, dg, mg, &rows[c], nb, out + c * O + g * GROUP, O);
-        for (; c < C; ++c) tile<F, 1, G>(wg, dg, mg, &rows[c], nb, out + c * O + g * GROUP, O);
+        for (; c + 2 <= C; c += 2) tile<F, 2, G>(wg, dg, mg, xr + c, nb, out + c * O + g * GROUP, O);
+        for (; c < C; ++c) tile<F, 1, G>(wg, dg, mg, xr + c, nb, out + c * O + g * GROUP, O);
       } else {
-        for (; c + 4 <= C; c += 4) tile<F, 4, 1>(wg, dg, mg, &rows[c], nb, out + c * O + g * GROUP, O);
-        for (; c < C; ++c) tile<F, 1, 1>(wg, dg, mg, &rows[c], nb, out + c * O + g * GROUP, O);
+        for (; c + 4 <= C; c += 4) tile<F, 4, 1>(wg, dg, mg, xr + c, nb, out + c * O + g * GROUP, O);
+        for (; c < C; ++c) tile<F, 1, 1>(wg, dg, mg, xr + c, nb, out + c * O + g * GROUP, O);
       }
       g += take;
+    }
+  });
+  return ffi::Error::Success();
+}
+
+// --- attention over the bounded cache ---------------------------------------------------------
+//
+// out[c, h] = softmax over the keys row c may see (mask) of q.k / sqrt(hd), times V, where the
+// keys are the cache's slots [0, S) and the chunk's own rows [S, S + C). Keys are visited in
+// `order` (the host sorts them by stream position), and the visible ones are first gathered
+// into a compact list; every sum then runs over that list with fixed instructions. A token
+// therefore gets bit-identical attention whether it is a 1-row decode step (its predecessors in
+// the cache) or row i of a speculative verify (its predecessors among the chunk's rows): the same
+// keys, in the same order, with the same values. Sink keys are scored with the sink-rotated
+// query (StreamingLLM's in-cache positions), the others with the window-rotated one.
+
+enum class KV { I8, BF16, F32 };
+
+template <KV T>
+inline void load_key(const void* cache, const float* scale, size_t row, int off, int hd, int kv_dim, float* dst) {
+  if constexpr (T == KV::F32) {
+    std::memcpy(dst, (const float*)cache + row * kv_dim + off, hd * sizeof(float));
+  } else if constexpr (T == KV::BF16) {
+    const uint16_t* src = (const uint16_t*)cache + row * kv_dim + off;
+    for (int i = 0; i < hd; ++i) {
+      const uint32_t bits = (uint32_t)src[i] << 16;
+      std::memcpy(dst + i, &bits, 4);
+    }
+  } else {
+    // A head may start inside a 32-value scale group (head size 16): index scales from the row.
+    const int8_t* src = (const int8_t*)cache + row * kv_dim;
+    const float* sc = scale + row * (kv_dim / QK);
+    for (int i = off; i < off + hd;) {
+      const int end = std::min(off + hd, (i / QK + 1) * QK);
+      const float sb = sc[i / QK];
+      for (; i < end; ++i) dst[i - off] = (float)src[i] * sb;
+    }
+  }
+}
+
+inline float dot(const float* a, const float* b, int n) {
+#if defined(__AVX2__)
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  float s = hsum8(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+#else
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+#endif
+}
+
+inline void axpy(float a, const float* x, float* y, int n) {
+#if defined(__AVX2__)
+  int i = 0;
+  const __m256 av = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+#else
+  for (int i = 0; i < n; ++i) y[i] += a * x[i];
+#endif
+}
+
+// dst = sum_j p[j] * V[j] with the accumulator in registers (HD / 8 vectors), keys in order.
+template <int HD>
+inline void weighted_sum(const float* p, const float* V, int n, float* dst) {
+#if defined(__AVX2__)
+  __m256 acc[HD / 8];
+  for (int k = 0; k < HD / 8; ++k) acc[k] = _mm256_setzero_ps();
+  for (int j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    for (int k = 0; k < HD / 8; ++k) acc[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(V + (size_t)j * HD + 8 * k), acc[k]);
+  }
+  for (int k = 0; k < HD / 8; ++k) _mm256_storeu_ps(dst + 8 * k, acc[k]);
+#else
+  for (int j = 0; j < n; ++j) axpy(p[j], V + (size_t)j * HD, dst, HD);
+#endif
+}
+
+// e^x for n values in place. One polynomial for every element (Cephes' expf: range reduction by
+// ln 2, degree-5 polynomial, exponent bits), so an element's result never depends on where in
+// the array it sits.
+inline void exp_inplace(float* x, int n) {
+#if defined(__AVX2__)
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365478515625f);
+  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), c1 = _mm256_set1_ps(0.693359375f),
+               c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.f), half = _mm256_set1_ps(0.5f);
+  const __m256 p0 = _mm256_set1_ps(1.9875691500E-4f), p1 = _mm256_set1_ps(1.3981999507E-3f),
+               p2 = _mm256_set1_ps(8.3334519073E-3f), p3 = _mm256_set1_ps(4.1665795894E-2f),
+               p4 = _mm256_set1_ps(1.6666665459E-1f), p5 = _mm256_set1_ps(5.0000001201E-1f);
+  auto exp8 = [&](__m256 v) {
+    v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
+    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(v, log2e, half));
+    v = _mm256_sub_ps(_mm256_sub_ps(v, _mm256_mul_ps(fx, c1)), _mm256_mul_ps(fx, c2));
+    const __m256 z = _mm256_mul_ps(v, v);
+    __m256 y = _mm256_fmadd_ps(p0, v, p1);
+    y = _mm256_fmadd_ps(y, v, p2);
+    y = _mm256_fmadd_ps(y, v, p3);
+    y = _mm256_fmadd_ps(y, v, p4);
+    y = _mm256_fmadd_ps(y, v, p5);
+    y = _mm256_add_ps(_mm256_fmadd_ps(y, z, v), one);
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  };
+  int i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through the same polynomial
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(buf, x + i, (n - i) * sizeof(float));
+    _mm256_store_ps(buf, exp8(_mm256_load_ps(buf)));
+    std::memcpy(x + i, buf, (n - i) * sizeof(float));
+  }
+#else
+  for (int i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+#endif
+}
+
+template <KV T>
+ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer<ffi::F32> qs, ffi::AnyBuffer kc,
+                     ffi::AnyBuffer vc, ffi::AnyBuffer ks, ffi::AnyBuffer vs, ffi::Buffer<ffi::F32> k_new,
+                     ffi::Buffer<ffi::F32> v_new, ffi::Buffer<ffi::S32> order, ffi::Buffer<ffi::PRED> mask,
+                     ffi::Buffer<ffi::PRED> key_sink, ffi::Buffer<ffi::S32> layer, ffi::ResultBuffer<ffi::F32> out) {
+  // qw, qs [C, H, hd]; kc, vc [L, S, kv]; ks, vs [L, S, kv/32] (int8 only); k_new, v_new [C, kv];
+  // order [S + C]; mask [C, S + C]; key_sink [S + C]; out [C, H * hd].
+  const auto qd = qw.dimensions();
+  const auto cd = kc.dimensions();
+  if (qd.size() != 3 || cd.size() != 3) return ffi::Error::InvalidArgument("attention: bad ranks");
+  const int C = (int)qd[0], H = (int)qd[1], hd = (int)qd[2];
+  const int L = (int)cd[0], S = (int)cd[1], kv_dim = (int)cd[2];
+  const int KVH = kv_dim / hd, G = H / KVH, N = S + C;
+  const int l = layer.typed_data()[0];
+  if (l < 0 || l >= L || KVH * hd != kv_dim || G * KVH != H || (int)order.element_count() != N)
+    return ffi::Error::InvalidArgument("attention: shapes do not match");
+  const size_t esize = T == KV::I8 ? 1 : T == KV::BF16 ? 2 : 4;
+  const char* kbase = (const char*)kc.untyped_data() + (size_t)l * S * kv_dim * esize;
+  const char* vbase = (const char*)vc.untyped_data() + (size_t)l * S * kv_dim * esize;
+  const float* ksb = T == KV::I8 ? (const float*)ks.untyped_data() + (size_t)l * S * (kv_dim / QK) : nullptr;
+  const float* vsb = T == KV::I8 ? (const float*)vs.untyped_data() + (size_t)l * S * (kv_dim / QK) : nullptr;
+  const int32_t* ord = order.typed_data();
+  const bool* msk = mask.typed_data();
+  const bool* sink = key_sink.typed_data();
+  const float scale = 1.0f / std::sqrt((float)hd);
+  float* o = out->typed_data();
+
+  // One task per (row, KV head): the group's G query heads share one dequantized copy of the
+  // visible keys and values.
+  parallel_for(pool, C * KVH, [&](int task) {
+    const int c = task / KVH, g = task % KVH, off = g * hd;
+    // Scratch reused across calls: fresh ~250 KB buffers would be mmap'd and faulted in each time.
+    thread_local std::vector<int> keys;
+    thread_local std::vector<float> K, V, sc;
+    keys.clear();
+    for (int j = 0; j < N; ++j) {
+      const int key = ord[j];
+      if (msk[(size_t)c * N + key]) keys.push_back(key);
+    }
+    const int n = (int)keys.size();
+    for (int h = g * G; h < (g + 1) * G; ++h) std::fill(o + ((size_t)c * H + h) * hd, o + ((size_t)c * H + h + 1) * hd, 0.f);
+    if (n == 0) return;
+    if (K.size() < (size_t)n * hd) K.resize((size_t)n * hd), V.resize((size_t)n * hd);
+    if (sc.size() < (size_t)n) sc.resize(n);
+    for (int j = 0; j < n; ++j) {
+      const int key = keys[j];
+      if (key < S) {
+        load_key<T>(kbase, ksb, key, off, hd, kv_dim, &K[(size_t)j * hd]);
+        load_key<T>(vbase, vsb, key, off, hd, kv_dim, &V[(size_t)j * hd]);
+      } else {
+        std::memcpy(&K[(size_t)j * hd], k_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
+        std::memcpy(&V[(size_t)j * hd], v_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
+      }
+    }
+    for (int h = g * G; h < (g + 1) * G; ++h) {
+      const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
+      const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
+      float mx = -INFINITY;
+      for (int j = 0; j < n; ++j) {
+        sc[j] = dot(sink[keys[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
+        mx = std::max(mx, sc[j]);
+      }
+      for (int j = 0; j < n; ++j) sc[j] -= mx;
+      exp_inplace(sc.data(), n);
+      float sum = 0.f;
+      for (int j = 0; j < n; ++j) sum += sc[j];
+      float* dst = o + ((size_t)c * H + h) * hd;
+      if (hd == 64) weighted_sum<64>(sc.data(), V.data(), n, dst);
+      else if (hd == 128) weighted_sum<128>(sc.data(), V.data(), n, dst);
+      else
+        for (int j = 0; j < n; ++j) axpy(sc[j], &V[(size_t)j * hd], dst, hd);
+      const float inv = 1.f / sum;
+      for (int i = 0; i < hd; ++i) dst[i] *= inv;
     }
   });
   return ffi::Error::Success();
@@ -284,11 +526,34 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
       .Arg<ffi::AnyBuffer>()                           \
       .Arg<ffi::AnyBuffer>()                           \
       .Arg<ffi::Buffer<ffi::S32>>()                    \
+      .Arg<ffi::Buffer<ffi::F32>>()                    \
+      .Attr<float>("eps")                              \
       .Ret<ffi::Buffer<ffi::F32>>()
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ8_0, qmatmul<Fmt::Q8_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_0, qmatmul<Fmt::Q4_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_1, qmatmul<Fmt::Q4_1>, PINWHEEL_BIND);
+
+#define PINWHEEL_ATTN_BIND                             \
+  ffi::Ffi::Bind()                                     \
+      .Ctx<ffi::ThreadPool>()                          \
+      .Arg<ffi::Buffer<ffi::F32>>()                    \
+      .Arg<ffi::Buffer<ffi::F32>>()                    \
+      .Arg<ffi::AnyBuffer>()                           \
+      .Arg<ffi::AnyBuffer>()                           \
+      .Arg<ffi::AnyBuffer>()                           \
+      .Arg<ffi::AnyBuffer>()                           \
+      .Arg<ffi::Buffer<ffi::F32>>()                    \
+      .Arg<ffi::Buffer<ffi::F32>>()                    \
+      .Arg<ffi::Buffer<ffi::S32>>()                    \
+      .Arg<ffi::Buffer<ffi::PRED>>()                   \
+      .Arg<ffi::Buffer<ffi::PRED>>()                   \
+      .Arg<ffi::Buffer<ffi::S32>>()                    \
+      .Ret<ffi::Buffer<ffi::F32>>()
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnI8, attention<KV::I8>, PINWHEEL_ATTN_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnBF16, attention<KV::BF16>, PINWHEEL_ATTN_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN_BIND);
 
 // What the build targeted, for the bench and the tests to report.
 extern "C" const char* pinwheel_kernel_isa() {

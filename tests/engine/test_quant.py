@@ -1,0 +1,130 @@
+"""The block formats and the native matmul kernel: exact layouts, the XLA path as reference,
+and results that do not depend on how many rows a call carries."""
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+from engine import kernels, quant
+
+needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kernel: {kernels.status()}")
+
+
+def _random_rows(rng, fmt, out, inp):
+    nb = inp // 32
+    if fmt == "q8_0":
+        q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
+    else:
+        q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
+    d = (rng.random((out, nb)) * 0.02).astype(np.float16)
+    m = (-rng.random((out, nb)) * 0.1).astype(np.float16) if fmt == "q4_1" else None
+    return q, d, m
+
+
+def _dense(fmt, q, d, m):
+    """What the row-layout blocks mean, written out in numpy from GGUF's definitions."""
+    out, nb = d.shape
+    df = d.astype(np.float32)[..., None]
+    if fmt == "q8_0":
+        return (q.astype(np.float32).reshape(out, nb, 32) * df).reshape(out, -1)
+    b = q.reshape(out, nb, 16)
+    v = np.concatenate([b & 0x0F, b >> 4], -1).astype(np.float32)  # low nibbles 0-15, high 16-31
+    w = (v - 8) * df if fmt == "q4_0" else v * df + m.astype(np.float32)[..., None]
+    return w.reshape(out, -1)
+
+
+def _qlinear(fmt, rows, stacked=False):
+    qi, di, mi = quant.interleave(*rows, fmt)
+    lift = (lambda a: None if a is None else jnp.asarray(a[None])) if stacked else (
+        lambda a: None if a is None else jnp.asarray(a))
+    return quant.QLinear(lift(qi), lift(di), lift(mi), fmt, rows[1].shape[0])
+
+
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize("out, inp", [(40, 64), (13, 96), (256, 512)])
+def test_layout_round_trips_through_dequantize_and_take_rows(fmt, out, inp):
+    rows = _random_rows(np.random.default_rng(0), fmt, out, inp)
+    want = _dense(fmt, *rows)
+    w = _qlinear(fmt, rows)
+    np.testing.assert_array_equal(np.asarray(quant.dequantize(w)), want)
+    pick = jnp.array([0, out - 1, out // 2, 7, 8])
+    np.testing.assert_array_equal(np.asarray(quant.take_rows(w, pick)), want[np.asarray(pick)])
+
+
+def test_q4_k_converts_exactly():
+    """Q4_K super-blocks become q4_1 blocks of 32 that decode to gguf's own dequantization."""
+    import gguf
+
+    from tests.fixtures.tiny_gguf import _quantize_q4_k
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 512)).astype(np.float32) * 0.05
+    raw = _quantize_q4_k(w.reshape(-1, 256)).reshape(16, -1)
+    ref = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_K).reshape(16, 512)
+    q, d, m = quant.blocks_q4_k(raw)
+    got = _dense("q4_1", q, d, m)
+    # exact but for the f16 rounding of d * scale and dmin * min (a 1e-3 relative step)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=2e-3 * np.abs(ref).max())
+
+
+def test_group_format_keeps_four_bit_only_when_every_member_is():
+    assert quant.group_format(["Q4_0", "Q4_0"]) == "q4_0"
+    assert quant.group_format(["Q4_0", "Q4_1", "Q4_K"]) == "q4_1"
+    assert quant.group_format(["Q4_K", "Q6_K"]) == "q8_0"
+    assert quant.group_format(["F32"]) == "q8_0"
+
+
+def test_huge_values_are_refused_not_overflowed():
+    with pytest.raises(ValueError, match="too large"):
+        quant.quantize_q8_0(np.full((1, 32), 1e9, np.float32))
+
+
+@needs_kernel
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize("out, inp", [(40, 64), (13, 96), (1000, 320)])
+def test_kernel_matches_the_xla_path(fmt, out, inp):
+    rng = np.random.default_rng(1)
+    rows = _random_rows(rng, fmt, out, inp)
+    w = _qlinear(fmt, rows, stacked=True)
+    dense = _dense(fmt, *rows)
+    mm = jax.jit(lambda x, w: quant.matmul(x, w, jnp.int32(0)))
+    for C in (1, 3, 8, 64):
+        x = rng.standard_normal((C, inp)).astype(np.float32)
+        got = np.asarray(mm(jnp.asarray(x), w))
+        want = x @ dense.T
+        # the kernel rounds x to int8 per 32 values, as llama.cpp does: ~0.5% of the largest output
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= 0.02 * np.abs(want).max(), (fmt, C)
+
+
+@needs_kernel
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+def test_kernel_rows_do_not_depend_on_the_batch(fmt):
+    """A row's result is bit-identical in a 1-, 3-, 8- or 64-row call: a token's K/V do not depend
+    on whether a decode step, a speculative verify or a prefill chunk computed it."""
+    rng = np.random.default_rng(2)
+    w = _qlinear(fmt, _random_rows(rng, fmt, 520, 256), stacked=True)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    mm = jax.jit(lambda x, w: quant.matmul(x, w, jnp.int32(0)))
+    full = np.asarray(mm(jnp.asarray(x), w))
+    for lo, hi in ((5, 6), (4, 7), (0, 8), (13, 21)):
+        np.testing.assert_array_equal(np.asarray(mm(jnp.asarray(x[lo:hi]), w)), full[lo:hi])
+
+
+@needs_kernel
+def test_layer_index_selects_the_stacked_weight():
+    rng = np.random.default_rng(4)
+    layers = [_random_rows(rng, "q4_0", 16, 64) for _ in range(3)]
+    parts = [quant.interleave(*r, "q4_0") for r in layers]
+    w = quant.QLinear(jnp.asarray(np.stack([p[0] for p in parts])), jnp.asarray(np.stack([p[1] for p in parts])),
+                      None, "q4_0", 16)
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    for i in range(3):
+        got = np.asarray(quant.matmul(jnp.asarray(x), w, jnp.int32(i)))
+        want = x @ _dense("q4_0", *layers[i]).T
+        assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+
+
+def test_the_kernel_builds_here():
+    """Every supported machine has a C++ compiler (CI installs the same as a user's ./run.sh)."""
+    assert kernels.available(), kernels.status()
