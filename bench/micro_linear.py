@@ -9,7 +9,8 @@ with one f32 scale per output row, inside one `lax.scan` (the way engine/forward
 layers), jitted, timed as the median of interleaved rounds (all variants take turns, so the
 load of a shared machine hits them alike). Variants:
 
-  engine       engine.forward.linear itself (whatever spelling the engine uses today)
+  engine       the engine's XLA fallback spelling (dequantize the blocks, then dot), used when
+               the native kernel cannot be built; the kernel itself: python -m bench.micro_kernel
   upcast_dot   jnp.dot(x, w.astype(f32).T) * scale     (XLA fuses the convert into the dot's loop)
   mul_reduce   (w.astype(f32) * x[:, None, :]).sum(-1) * scale
   f32          jnp.dot(x, w_f32.T)                      (weights stored dequantized, 4x the bytes)
@@ -49,9 +50,11 @@ HEAD = (49152, 576)
 
 def _engine_linear():
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from engine.forward import QLinear, linear
+    def fallback(x, q, s):  # engine.quant.matmul's XLA path for one q8_0 weight with scale s per row
+        w = q.astype(jnp.float32).reshape(q.shape[0], -1, 32) * s[:, None, None]
+        return jnp.dot(x, w.reshape(q.shape).T, preferred_element_type=jnp.float32)
 
-    return lambda x, q, s: linear(x, QLinear(q, s))
+    return fallback
 
 
 def variants(all_: bool):
