@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from . import kernels
 from .budget import KV_GROUP
 from .config import ModelConfig
 from .kv_cache import KVCache
-from . import kernels
 from .quant import QLinear, matmul, take_rows
 
 # Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).

@@ -220,8 +220,9 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
 # --- tensors ---------------------------------------------------------------------------------
 
 
-def _dequantize(t, rows: slice | None = None) -> np.ndarray:
-    """A tensor (or a slice of its rows) as float32 in numpy order (rows = output features)."""
+def _stored(t, rows: slice | None = None) -> np.ndarray:
+    """The file's data of a tensor (or a slice of its rows), checked against the shape the
+    tensor's header declares: block types as bytes [rows, row bytes], F32/F16 as numbers."""
     import gguf
 
     name = t.tensor_type.name
@@ -229,12 +230,22 @@ def _dequantize(t, rows: slice | None = None) -> np.ndarray:
         raise ModelFileError(f"unsupported tensor type {name} in {t.name} (supported: {', '.join(SUPPORTED_TYPES)})")
     shape = tuple(int(x) for x in reversed(t.shape.tolist()))
     want = gguf.quants.quant_shape_to_byte_shape(shape, t.tensor_type) if name not in ("F32", "F16") else None
+    data = np.asarray(t.data)
+    if want is not None and tuple(data.shape) != tuple(want):
+        raise ModelFileError(f"tensor {t.name} is corrupt or truncated (stored as {tuple(data.shape)}, "
+                             f"expected {tuple(want)})")
+    return data if rows is None else data[rows]  # 2-D data is stored one row per first index
+
+
+def _dequantize(t, rows: slice | None = None) -> np.ndarray:
+    """A tensor (or a slice of its rows) as float32 in numpy order (rows = output features)."""
+    import gguf
+
+    name = t.tensor_type.name
+    shape = tuple(int(x) for x in reversed(t.shape.tolist()))
     try:
-        data = np.asarray(t.data)
-        if want is not None and tuple(data.shape) != tuple(want):
-            raise ValueError(f"stored as {tuple(data.shape)}, expected {tuple(want)}")
-        if rows is not None:  # quantized 2-D data is stored one row per first index
-            data = data[rows]
+        data = _stored(t, rows)
+        if rows is not None:
             shape = (data.shape[0],) + shape[1:]
         if name in ("F32", "F16"):
             out = data.astype(np.float32).reshape(shape)
@@ -306,7 +317,7 @@ class _Tensors:
         parts = []
         for r0 in range(0, shape[0], block):
             rows = slice(r0, min(r0 + block, shape[0]))
-            raw = self._raw(t, rows) if type_name in quant.NATIVE else None
+            raw = _stored(t, rows) if type_name in quant.NATIVE else None
             try:
                 q, d, m = quant.convert(type_name, raw, lambda: _dequantize(t, rows), fmt)
             except ValueError as e:
@@ -317,18 +328,6 @@ class _Tensors:
         if len(parts) == 1:
             return parts[0]
         return tuple(None if p[0] is None else np.concatenate(p) for p in zip(*parts))
-
-    @staticmethod
-    def _raw(t, rows: slice) -> np.ndarray:
-        import gguf
-
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
-        want = gguf.quants.quant_shape_to_byte_shape(shape, t.tensor_type)
-        data = np.asarray(t.data)
-        if tuple(data.shape) != tuple(want):
-            raise ModelFileError(f"tensor {t.name} is corrupt or truncated (stored as {tuple(data.shape)}, "
-                                 f"expected {tuple(want)})")
-        return data[rows]
 
     def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         t = self.by_name.get(name)

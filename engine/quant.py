@@ -127,28 +127,18 @@ def quantize_q8_0(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q.reshape(w.shape), d.astype(np.float16)
 
 
-def _split_blocks(raw: np.ndarray, block_bytes: int) -> np.ndarray:
-    """uint8 [rows, row_bytes] -> [rows, blocks, block_bytes]."""
-    return raw.reshape(raw.shape[0], -1, block_bytes)
-
-
 def _f16(b: np.ndarray) -> np.ndarray:
+    """[..., 2] bytes -> [...] f16."""
     return np.ascontiguousarray(b).view(np.float16)[..., 0]
 
 
-def blocks_q8_0(raw: np.ndarray):
-    b = _split_blocks(raw, 34)
-    return np.ascontiguousarray(b[..., 2:]).view(np.int8).reshape(raw.shape[0], -1), _f16(b[..., :2]), None
-
-
-def blocks_q4_0(raw: np.ndarray):
-    b = _split_blocks(raw, 18)
-    return np.ascontiguousarray(b[..., 2:]).reshape(raw.shape[0], -1), _f16(b[..., :2]), None
-
-
-def blocks_q4_1(raw: np.ndarray):
-    b = _split_blocks(raw, 20)
-    return np.ascontiguousarray(b[..., 4:]).reshape(raw.shape[0], -1), _f16(b[..., :2]), _f16(b[..., 2:4])
+def _plain_blocks(raw: np.ndarray, block_bytes: int, has_min: bool, values: type):
+    """GGUF's Q8_0 / Q4_0 / Q4_1 rows, bytes [rows, row_bytes] -> (values, d, m) in row layout.
+    A block is an f16 scale, for Q4_1 an f16 offset, then the values (32 int8 or 16 bytes)."""
+    b = raw.reshape(raw.shape[0], -1, block_bytes)
+    head = 4 if has_min else 2
+    q = np.ascontiguousarray(b[..., head:]).view(values).reshape(raw.shape[0], -1)
+    return q, _f16(b[..., :2]), _f16(b[..., 2:4]) if has_min else None
 
 
 def blocks_q4_k(raw: np.ndarray):
@@ -158,8 +148,8 @@ def blocks_q4_k(raw: np.ndarray):
 
     rows = raw.shape[0]
     b = raw.reshape(-1, 144)
-    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
-    dmin = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    d = _f16(b[:, 0:2]).astype(np.float32)[:, None]
+    dmin = _f16(b[:, 2:4]).astype(np.float32)[:, None]
     sc, mn = Q4_K.get_scale_min(b[:, 4:16].copy())
     with np.errstate(over="ignore"):  # an overflowing scale becomes inf: the loader refuses it
         d, m = (d * sc).astype(np.float16), (-dmin * mn).astype(np.float16)
@@ -169,7 +159,10 @@ def blocks_q4_k(raw: np.ndarray):
     return packed.reshape(rows, -1), d.reshape(rows, -1), m.reshape(rows, -1)
 
 
-NATIVE = {"Q8_0": ("q8_0", blocks_q8_0), "Q4_0": ("q4_0", blocks_q4_0), "Q4_1": ("q4_1", blocks_q4_1),
+# GGUF type -> (the format it is kept in as stored, its rows' reader)
+NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
+          "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
+          "Q4_1": ("q4_1", lambda raw: _plain_blocks(raw, 20, True, np.uint8)),
           "Q4_K": ("q4_1", blocks_q4_k)}
 
 

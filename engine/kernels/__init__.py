@@ -28,13 +28,14 @@ TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]
 
 _lock = threading.Lock()
-_state: dict = {}  # "lib": ctypes.CDLL | None, "error": str | None
+_state: dict = {}  # "lib": ctypes.CDLL | None, "error": str | None (why not), "path"
 
 
 def _compiler() -> str | None:
     for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
+        path = shutil.which(name) if name else None
+        if path:
+            return path
     return None
 
 
@@ -87,22 +88,23 @@ def build(cxx: str | None = None) -> Path:
 
 
 def _load():
+    """(library, why not, whether that is worth a warning)."""
     if os.environ.get("PINWHEEL_KERNELS", "1") == "0":
-        return None, "disabled by PINWHEEL_KERNELS=0"
+        return None, "disabled by PINWHEEL_KERNELS=0", False
     try:
         import jax
 
         if jax.default_backend() != "cpu":
-            return None, f"the {jax.default_backend()} backend runs the XLA path"
+            return None, f"the {jax.default_backend()} backend runs the XLA path", False
         path = build()
         lib = ctypes.CDLL(str(path))
         _state["path"] = str(path)
         for name, symbol in TARGETS.items():
             jax.ffi.register_ffi_target(f"pinwheel_{name}", jax.ffi.pycapsule(getattr(lib, symbol)), platform="cpu")
         lib.pinwheel_kernel_isa.restype = ctypes.c_char_p
-        return lib, None
+        return lib, None, False
     except Exception as e:  # no compiler, a failed build, an old jaxlib: the XLA path still works
-        return None, str(e)
+        return None, str(e), True
 
 
 def build_tag() -> str | None:
@@ -114,9 +116,8 @@ def available() -> bool:
     """True when the native kernel is built and registered (once per process)."""
     with _lock:
         if "lib" not in _state:
-            _state["lib"], _state["error"] = _load()
-            if _state["lib"] is None and _state["error"] and "PINWHEEL_KERNELS" not in _state["error"] \
-                    and "backend" not in _state["error"]:
+            _state["lib"], _state["error"], warn = _load()
+            if warn:
                 log.warning("pinwheel: native kernels unavailable, using the slower XLA path: %s", _state["error"])
     return _state["lib"] is not None
 

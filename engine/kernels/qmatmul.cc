@@ -112,12 +112,10 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #elif defined(__AVXVNNI__)
   return _mm256_dpbusd_avx_epi32(acc, u, s);
 #else  // exact in 16 bits: u up to 255 times s up to 127 does not fit maddubs' saturating pairs
-  const __m256i ones = _mm256_set1_epi16(1);
   const __m256i lo = _mm256_madd_epi16(_mm256_unpacklo_epi8(u, _mm256_setzero_si256()),
                                        _mm256_srai_epi16(_mm256_unpacklo_epi8(s, s), 8));
   const __m256i hi = _mm256_madd_epi16(_mm256_unpackhi_epi8(u, _mm256_setzero_si256()),
                                        _mm256_srai_epi16(_mm256_unpackhi_epi8(s, s), 8));
-  (void)ones;
   return _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
 #endif
 }

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from engine import forward, kernels, load_model, plan_memory, score
+from engine import forward, kernels, load_model, plan_memory, rope, score
 from engine.decoder import Decoder
 from engine.kv_cache import Ring, allocate
 from engine.scoring import log_softmax
@@ -85,12 +85,8 @@ def test_native_attention_matches_xla_attention(tiny, kv_dtype):
         ring.commit(ring.plan_chunk(n, n))
     C = 8
     cp = ring.plan_chunk(6, C)
-    theta = np.ones(cfg.head_dim // 2)
-    from engine import rope
-
     cos, sin = rope.cos_sin(cp.q_pos, rope.inv_freq(cfg))
     scos, ssin = rope.cos_sin(cp.sink_q_pos, rope.inv_freq(cfg))
-    del theta
     batch = forward.Batch(np.zeros(C, np.int32), cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot,
                           np.int32(5), cp.order)
     q = jnp.asarray(rng.standard_normal((C, cfg.n_heads, cfg.head_dim)).astype(np.float32))
