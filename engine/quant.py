@@ -211,9 +211,28 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     return qi, si(d), si(m)
 
 
+def aligned_empty(shape: tuple[int, ...], dtype, align: int = 64) -> np.ndarray:
+    """np.empty on a 64-byte boundary: JAX's CPU client then adopts the array as it is
+    (device_put(may_alias=True)) instead of copying it, so a weight exists once in memory."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(n + align, np.uint8)
+    off = -raw.ctypes.data % align
+    return raw[off : off + n].view(dtype).reshape(shape)
+
+
 def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
-    """Preallocated numpy arrays (q, d, m) for a stacked weight in the kernel's layout."""
+    """Preallocated numpy arrays (q, d, m) for a (stacked) weight in the kernel's layout."""
     G, nb = -(-out // GROUP), inp // QK
-    q = np.empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
-    d = np.empty((*lead, G, nb, GROUP), np.float16)
-    return q, d, (np.empty_like(d) if fmt == "q4_1" else None)
+    q = aligned_empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
+    d = aligned_empty((*lead, G, nb, GROUP), np.float16)
+    return q, d, (aligned_empty(d.shape, np.float16) if fmt == "q4_1" else None)
+
+
+def to_device(a: np.ndarray | None) -> jax.Array | None:
+    """A host array as a JAX array, without a copy where the backend can adopt it (CPU)."""
+    if a is None:
+        return None
+    try:
+        return jax.device_put(a, may_alias=True)
+    except TypeError:  # a jax without may_alias: an ordinary copy
+        return jnp.asarray(a)
