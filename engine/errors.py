@@ -14,6 +14,10 @@ class ModelFileError(PinwheelError):
     """The model file is missing, unreadable, malformed or unsupported."""
 
 
+class NotEnoughMemoryError(ModelFileError):
+    """The model would not fit in the memory this machine has available; says by how much."""
+
+
 class SettingsError(PinwheelError):
     """A memory or sampling setting that cannot be honoured; says what would fit."""
 

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .config import ModelConfig
-from .errors import ModelFileError
+from .errors import ModelFileError, NotEnoughMemoryError
 from . import quant
 from .forward import Layers, Params
 from .quant import QLinear
@@ -396,29 +396,48 @@ def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
     return QLinear(*map(quant.to_device, (q, d, m)), fmt, out)
 
 
-def _matrix(tensors: _Tensors, name: str, shape: tuple[int, int]) -> QLinear:
-    return _group(tensors, [[(name, shape[0], None)]], shape[1], stacked=False)
+def _matrices(cfg: ModelConfig, tied: bool) -> dict[str, tuple[list, int, bool]]:
+    """Every block-quantized weight the engine holds: key -> (per-layer lists of (tensor name,
+    rows, heads to un-permute or None), input width, stacked over layers)."""
+    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
+                             cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
+    blk = [f"blk.{i}." for i in range(L)]
+    out = {
+        "wqkv": ([[(p + "attn_q.weight", H * hd, H), (p + "attn_k.weight", KVH * hd, KVH),
+                   (p + "attn_v.weight", KVH * hd, None)] for p in blk], d, True),
+        "wo": ([[(p + "attn_output.weight", d, None)] for p in blk], H * hd, True),
+        "w_gate_up": ([[(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)] for p in blk], d, True),
+        "w_down": ([[(p + "ffn_down.weight", d, None)] for p in blk], F, True),
+        "embed": ([[("token_embd.weight", V, None)]], d, False),
+    }
+    if not tied:
+        out["head"] = ([[("output.weight", V, None)]], d, False)
+    return out
+
+
+def weight_bytes(cfg: ModelConfig, type_of) -> int:
+    """What load_params will hold, in bytes, from the tensor types alone (type_of(name) -> GGUF
+    type name): the block formats' sizes plus the f32 norms. No tensor data is read."""
+    total = (2 * cfg.n_layers + 1) * cfg.d_model * 4  # attn/ffn norms per layer, the output norm
+    for names, inp, _ in _matrices(cfg, tied=type_of("output.weight") is None).values():
+        fmt = quant.group_format(type_of(n) for members in names for n, _, _ in members)
+        rows = sum(r for _, r, _ in names[0])
+        total += len(names) * quant.nbytes(fmt, rows, inp)
+    return total
 
 
 def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray | None]:
-    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
-                             cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
+    L, d, hd = cfg.n_layers, cfg.d_model, cfg.head_dim
     tensors.check(_wanted(cfg))
+    tied = "output.weight" not in tensors.by_name
+    w = {key: _group(tensors, names, inp, stacked) for key, (names, inp, stacked) in _matrices(cfg, tied).items()}
     blk = [f"blk.{i}." for i in range(L)]
-    wqkv = _group(tensors, [[(p + "attn_q.weight", H * hd, H), (p + "attn_k.weight", KVH * hd, KVH),
-                             (p + "attn_v.weight", KVH * hd, None)] for p in blk], d)
-    wo = _group(tensors, [[(p + "attn_output.weight", d, None)] for p in blk], H * hd)
-    wgu = _group(tensors, [[(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)] for p in blk], d)
-    wdn = _group(tensors, [[(p + "ffn_down.weight", d, None)] for p in blk], F)
     attn_norm = np.stack([tensors.get(p + "attn_norm.weight", (d,)) for p in blk])
     ffn_norm = np.stack([tensors.get(p + "ffn_norm.weight", (d,)) for p in blk])
-
-    embed = _matrix(tensors, "token_embd.weight", (V, d))
-    head = embed if "output.weight" not in tensors.by_name else _matrix(tensors, "output.weight", (V, d))
-    layers = Layers(jnp.asarray(attn_norm), wqkv, wo, jnp.asarray(ffn_norm), wgu, wdn)
+    layers = Layers(jnp.asarray(attn_norm), w["wqkv"], w["wo"], jnp.asarray(ffn_norm), w["w_gate_up"], w["w_down"])
     out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
     freq = tensors.get("rope_freqs.weight", (hd // 2,), optional=True)
-    return Params(embed, layers, out_norm, head), freq
+    return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), freq
 
 
 def params_nbytes(params: Params) -> int:
@@ -451,6 +470,26 @@ class Model:
         return self.config.name or self.path.stem
 
 
+def _mb(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def check_fits(name: str, weights: int, kv_bytes: int | None = None) -> None:
+    """Refuse, before allocating anything, a model whose weights and cache exceed the memory
+    the machine has available now (psutil's estimate of what can be had without swapping)."""
+    import psutil
+
+    from .budget import DEFAULT_BUDGET
+
+    need = weights + (DEFAULT_BUDGET if kv_bytes is None else kv_bytes)
+    available = psutil.virtual_memory().available
+    if need > available:
+        raise NotEnoughMemoryError(
+            f"{name} needs about {_mb(need)} of memory (weights {_mb(weights)}, cache {_mb(need - weights)}) "
+            f"but only {_mb(available)} is available: {_mb(need - available)} short; close other programs "
+            "or choose a smaller model")
+
+
 def load_model(path: str | os.PathLike) -> Model:
     """Load a GGUF chat model; every failure is a ModelFileError with one clear line."""
     from .chat_template import ChatTemplate
@@ -470,8 +509,9 @@ def load_model(path: str | os.PathLike) -> Model:
         raise ModelFileError(
             f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}"
         )
+    tensors = _Tensors(reader, size)
+    check_fits(p.name, weight_bytes(cfg, tensors.type_of))
     try:
-        tensors = _Tensors(reader, size)
         params, freq = load_params(cfg, tensors)
         tensors.release_pages()
     except MemoryError:

@@ -211,6 +211,12 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     return qi, si(d), si(m)
 
 
+def nbytes(fmt: str, out: int, inp: int) -> int:
+    """Bytes of one [out, in] weight in format fmt, as empty() allocates it."""
+    G, nb = -(-out // GROUP), inp // QK
+    return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
+
+
 def aligned_empty(shape: tuple[int, ...], dtype, align: int = 64) -> np.ndarray:
     """np.empty on a 64-byte boundary: JAX's CPU client then adopts the array as it is
     (device_put(may_alias=True)) instead of copying it, so a weight exists once in memory."""

@@ -28,3 +28,35 @@ def test_load_peak_is_within_ten_percent_of_what_stays(tmp_path, tiny_bpe_gguf):
     base, steady, peak, weights = map(int, r.stdout.split())
     assert steady - base >= weights  # the weights are really resident
     assert peak - base <= 1.1 * (steady - base), (base, steady, peak, weights)
+
+
+def test_weight_bytes_predicts_what_loading_holds(tiny_bpe_gguf, tiny_spm_gguf, tmp_path):
+    """From the tensor types alone (no data read), exactly what the loaded params take."""
+    from engine import load_model
+    from engine.gguf_loader import read_gguf, weight_bytes
+    from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+    paths = [tiny_bpe_gguf, tiny_spm_gguf,
+             write_tiny_gguf(tmp_path / "q4.gguf", tensor_type="Q4_0", embedding_type="Q8_0", tied=False),
+             write_tiny_gguf(tmp_path / "k.gguf", tensor_type="Q4_K", d_model=256, ffn_dim=512)]
+    for path in paths:
+        types = {t.name: t.tensor_type.name for t in read_gguf(path).tensors}
+        model = load_model(path)
+        assert weight_bytes(model.config, types.get) == model.weight_bytes, path.name
+
+
+def test_a_model_that_does_not_fit_is_refused_before_loading(tiny_bpe_gguf, monkeypatch):
+    import psutil
+    import pytest
+
+    from engine import load_model
+    from engine.errors import NotEnoughMemoryError
+
+    class Tiny:
+        available = 1000
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Tiny)
+    with pytest.raises(NotEnoughMemoryError) as e:
+        load_model(tiny_bpe_gguf)
+    msg = str(e.value)
+    assert "tiny-bpe.gguf needs about" in msg and "short" in msg and "\n" not in msg
