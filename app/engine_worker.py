@@ -272,7 +272,8 @@ class EngineWorker(QObject):
             self.model = model
             self.config = cfg
             session = self._new_session(cfg)
-            self.loadProgress.emit("Compiling for this machine (first run only)…", 2, 4)
+            self.loadProgress.emit("Preparing the model…" if session.decoder.compiled_before()
+                                   else "Compiling for this machine (first run only)…", 2, 4)
             session.warmup()  # compile the prefill and decode steps now, not at the first message
             self.session = session
             if history:

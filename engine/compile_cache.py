@@ -42,6 +42,23 @@ def enable() -> Path | None:
         return path
 
 
-def has_entries() -> bool:
-    """True when an earlier run left compiled steps here (a start that will not compile)."""
-    return _dir is not None and any(_dir.iterdir())
+def _marker(key: str) -> Path | None:
+    import hashlib
+
+    return None if _dir is None else _dir / f"warm-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def is_warm(key: str) -> bool:
+    """True when an earlier run compiled (and so cached) the steps named by key: this start
+    loads them instead of compiling."""
+    m = _marker(key)
+    return m is not None and m.exists()
+
+
+def mark_warm(key: str) -> None:
+    m = _marker(key)
+    if m is not None:
+        try:
+            m.touch()
+        except OSError:  # a full or read-only cache folder: the next start says "first run" again
+            pass

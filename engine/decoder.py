@@ -50,6 +50,17 @@ class Decoder:
             self.ring = Ring(self.plan.capacity, n_sink)
             self.ring.next_pos = start_pos
 
+    @property
+    def _shape_key(self) -> str:
+        """Everything the compiled steps depend on (the cache is keyed by HLO; this names it)."""
+        from . import kernels
+
+        return repr((self.cfg, self.plan.capacity, self.plan.kv_dtype, self.chunk, kernels.build_tag()))
+
+    def compiled_before(self) -> bool:
+        """True when an earlier run compiled these steps into the persistent cache."""
+        return compile_cache.is_warm(self._shape_key)
+
     def warmup(self) -> None:
         """Compile the prefill, decode and 8-row (drafts, short pieces) shapes now (seconds), so
         the first reply doesn't wait. The garbage written to the cache is unreachable: masks come
@@ -59,6 +70,7 @@ class Decoder:
         self.feed(np.zeros(1, np.int32))
         self.feed(np.zeros(2, np.int32))
         self.reset(n_sink)
+        compile_cache.mark_warm(self._shape_key)
         trim()  # what the compiler freed
 
     def skip(self, n: int) -> None:

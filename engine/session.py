@@ -18,6 +18,7 @@ from typing import Iterator
 
 import numpy as np
 
+from . import forward
 from .budget import MemoryPlan, plan_memory
 from .decoder import DRAFT_ROWS, Decoder
 from .draft import DraftStats, PromptLookup, next_tokens
@@ -119,7 +120,8 @@ class ChatSession:
         realloc = (plan.capacity, plan.kv_dtype) != (self.plan.capacity, self.plan.kv_dtype)
         self.plan = plan
         if realloc:
-            self.decoder = None  # free the old arrays before allocating the new ones
+            self.decoder = None  # free the old arrays (and executables) before allocating the new ones
+            forward.forget_compiled()
             self.decoder = Decoder(self.model, plan, n_sink=plan.sinks)
         return realloc
 
