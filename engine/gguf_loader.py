@@ -132,11 +132,32 @@ def _checked_reader(gguf):
                 raise ValueError(f"metadata arrays hold more than {_MAX_ARRAY_STRINGS} strings")
             if self._depth >= _MAX_ARRAY_DEPTH:
                 raise ValueError(f"metadata arrays nested more than {_MAX_ARRAY_DEPTH} deep")
+            if itype == V.STRING:
+                return self._string_array(orig_offs, raw_itype, alen, n)
             self._depth += 1
             try:
                 return super()._get_field_parts(orig_offs, raw_type)
             finally:
                 self._depth -= 1
+
+        def _string_array(self, orig_offs, raw_itype, alen, n):
+            """An array of strings as memoryview slices of the file (contents() reads them with
+            .tobytes(), as it does the stock reader's numpy parts): the stock walk builds two
+            numpy arrays per string, 2.6 s of every start for the default model's vocabulary."""
+            mv = memoryview(self.data)
+            pos, end = orig_offs + 12, len(self.data)
+            parts, idxs = [raw_itype, alen], []
+            for _ in range(n):
+                if pos + 8 > end:
+                    raise ValueError(f"file ends inside a string at byte {pos}")
+                size = int.from_bytes(mv[pos : pos + 8], "little")
+                pos += 8
+                if size > end - pos:
+                    raise ValueError(f"a string at byte {pos} claims {size} bytes, more than the file holds")
+                idxs.append(len(parts))
+                parts.append(mv[pos : pos + size])
+                pos += size
+            return pos - orig_offs, parts, idxs, [V.ARRAY, V.STRING]
 
     _READER_CLASS = CheckedReader
     return CheckedReader
