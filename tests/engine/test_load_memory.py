@@ -76,7 +76,7 @@ from engine.sysmem import rss_bytes, trim
 m = load_model({path!r})
 s = ChatSession(m, plan_memory(m.config, window=64))
 rss = []
-for i in range(10):  # a new cache shape every time: each Apply compiles new steps
+for i in range(12):  # a new cache shape every time: each Apply compiles new steps
     s.apply_plan(plan_memory(m.config, "int8", window=96 + 32 * i))
     s.warmup(); list(s.send("hello", max_tokens=4)); trim()
     rss.append(rss_bytes())
@@ -90,4 +90,7 @@ def test_applying_new_memory_settings_does_not_grow_memory(tiny_bpe_gguf):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     rss = [int(x) for x in r.stdout.split()]
-    assert rss[-1] - rss[1] <= 10e6, [round((x - rss[1]) / 1e6, 1) for x in rss]
+    # medians of three, against the allocator's +-8 MB jitter; a kept shape costs ~13 MB, so
+    # nine more shapes kept would read ~+115 MB
+    early, late = sorted(rss[1:4])[1], sorted(rss[-3:])[1]
+    assert late - early <= 10e6, [round((x - early) / 1e6, 1) for x in rss]
