@@ -273,51 +273,12 @@ def engine_logits(model, ids: list[int], kv_dtype: str, sinks: int = 4, chunk: i
     return np.asarray(dec.feed(ids, all_logits=True, chunk=chunk), dtype=np.float32)
 
 
-def exact_weight_model(model):
-    """Diagnostic: the same model with the GGUF's dequantized weights kept in float32, instead of
-    the engine's re-quantization to int8 with one scale per row. It reuses the engine's forward
-    unchanged (QLinear with f32 `q` and unit scales), so comparing it with llama.cpp separates
-    the cost of that re-quantization from everything else. Mirrors gguf_loader.load_params."""
-    import dataclasses
-
-    import jax.numpy as jnp
-
-    from engine import forward as fw
+def weight_storage_error(model) -> dict:
+    """Relative RMS error between the GGUF's weights and what the engine holds: zero for the
+    block types it keeps as stored (Q8_0, Q4_0, Q4_1, and Q4_K up to f16 scales), the Q8_0
+    re-quantization's error for the rest."""
     from engine import gguf_loader as gl
-
-    cfg = model.config
-    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim, cfg.n_heads,
-                             cfg.n_kv_heads, cfg.vocab_size)
-    T = gl._Tensors(gl.read_gguf(model.path), model.path.stat().st_size)
-
-    def ql(w):
-        w = np.ascontiguousarray(w, dtype=np.float32)
-        return fw.QLinear(jnp.asarray(w), jnp.ones(w.shape[:-1], jnp.float32))
-
-    qkv, wo, gu, dn, an, fn = [], [], [], [], [], []
-    for i in range(L):
-        p = f"blk.{i}."
-        an.append(T.get(p + "attn_norm.weight", (d,)))
-        fn.append(T.get(p + "ffn_norm.weight", (d,)))
-        qkv.append(np.concatenate([
-            gl.unpermute_qk(T.get(p + "attn_q.weight", (H * hd, d)), H),
-            gl.unpermute_qk(T.get(p + "attn_k.weight", (KVH * hd, d)), KVH),
-            T.get(p + "attn_v.weight", (KVH * hd, d))]))
-        wo.append(T.get(p + "attn_output.weight", (d, H * hd)))
-        gu.append(np.concatenate([T.get(p + "ffn_gate.weight", (F, d)), T.get(p + "ffn_up.weight", (F, d))]))
-        dn.append(T.get(p + "ffn_down.weight", (d, F)))
-    layers = fw.Layers(jnp.asarray(np.stack(an)), ql(np.stack(qkv)), ql(np.stack(wo)), jnp.asarray(np.stack(fn)),
-                       ql(np.stack(gu)), ql(np.stack(dn)))
-    embed = ql(T.get("token_embd.weight", (V, d)))
-    head_w = T.get("output.weight", (V, d), optional=True)
-    head = embed if head_w is None else ql(head_w)
-    params = fw.Params(embed, layers, jnp.asarray(T.get("output_norm.weight", (d,))), head)
-    return dataclasses.replace(model, params=params)
-
-
-def weight_requant_error(model) -> dict:
-    """Relative RMS error that the engine's int8 re-quantization adds to the GGUF's weights."""
-    from engine import gguf_loader as gl
+    from engine import quant
 
     T = gl._Tensors(gl.read_gguf(model.path), model.path.stat().st_size)
     out = {}
@@ -327,9 +288,13 @@ def weight_requant_error(model) -> dict:
         if t is None:
             continue
         w = gl._dequantize(t)
-        q, s = gl.quantize_rows(w)
-        err = q.astype(np.float32) * s[:, None] - w
-        out[name] = {"type": t.tensor_type.name, "rel_rms": float(np.sqrt((err ** 2).mean() / (w ** 2).mean()))}
+        fmt = quant.group_format([t.tensor_type.name])
+        (_, q, d, m), = T.blocks(name, w.shape, fmt, block=w.shape[0])
+        held = np.asarray(quant.dequantize(quant.QLinear(*map(quant.to_device, quant.interleave(q, d, m, fmt)),
+                                                         fmt, w.shape[0])))
+        err = held - w
+        out[name] = {"type": t.tensor_type.name, "held_as": fmt,
+                     "rel_rms": float(np.sqrt((err ** 2).mean() / (w ** 2).mean()))}
     return out
 
 
@@ -394,15 +359,7 @@ def run_agreement(model, model_path: Path, n: int, cache: Cache) -> dict:
         row["seconds"] = dt
         out["rows"][f"Pinwheel {kv} KV vs llama.cpp"] = row
         log(f"agreement: {kv}: top-1 {row['top1_agree']:.4f}, mean |dlogp| {row['mean_abs_dlogp']:.4f} ({dt:.1f}s)")
-    try:  # diagnostic: the engine's forward with the GGUF weights as they are (no int8 re-quantization)
-        out["weight_requant_error"] = weight_requant_error(model)
-        exact = exact_weight_model(model)
-        row = compare_logits(ref, engine_logits(exact, ids, "f32"), ids)
-        del exact
-        out["rows"]["diagnostic: Pinwheel forward with unrequantized GGUF weights, f32 KV, vs llama.cpp"] = row
-        log(f"agreement: exact weights: top-1 {row['top1_agree']:.4f}, mean |dlogp| {row['mean_abs_dlogp']:.4f}")
-    except Exception as e:  # noqa: BLE001
-        log(f"agreement: exact-weight diagnostic failed ({type(e).__name__}: {e}); skipped")
+    out["weight_storage_error"] = weight_storage_error(model)
     cache.put("agree", key, out)
     return out
 
@@ -615,8 +572,6 @@ def binned(logp: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 def _short_label(name: str) -> str:
     if name.startswith("llama.cpp f32 KV"):
         return "llama.cpp itself, f32 KV"
-    if name.startswith("diagnostic"):
-        return "Pinwheel, unrequantized\nweights, f32 KV"
     return name.replace(" vs llama.cpp", "")
 
 
@@ -889,20 +844,18 @@ def write_report(out_dir: Path, ctx: dict, agree, tok, st, chat) -> Path:
                          f"{r['ppl_got']:.3f} / {r['ppl_ref']:.3f}"])
         L.append(md_table(["comparison", "top-1 agreement", "mean abs Δlogp", "p99", "max", "mean KL (nats)",
                            "max gap at a disagreement", "ppl (this / reference)"], rows))
-        wq = agree.get("weight_requant_error")
+        wq = agree.get("weight_storage_error")
         if wq:
-            L.append("\nThe diagnostic row runs the engine's own forward (f32 KV) with the GGUF's dequantized weights "
-                     "in float32, instead of the int8-with-one-scale-per-row copy the engine keeps in memory. That "
-                     "re-quantization adds a relative RMS error of "
-                     + ", ".join(f"{v['rel_rms'] * 100:.2f}% ({k}, {v['type']})" for k, v in wq.items())
-                     + " to the weights; it is the engine's main departure from what llama.cpp computes, and it "
-                     "costs little perplexity (compare the ppl column).")
-        L.append("\nThe issue asked for top-1 agreement >= 95%: the engine as built reaches it only with the GGUF's "
-                 "weights kept as they are (diagnostic row); with its int8 row re-quantization it sits just below, "
-                 "with every disagreement a near-tie. `tests/engine/test_llamacpp_agreement.py` (marker `llamacpp`, "
-                 "~300 tokens, f32 KV) therefore asserts top-1 >= 93%, no disagreement where llama.cpp's margin "
-                 "exceeds 0.75 nats, mean |Δ log-prob| < 0.15 nats and perplexities within 2%; its docstring gives "
-                 "the measurements behind these bounds.")
+            L.append("\nThe engine keeps the GGUF's weights in their own block formats (relative RMS difference "
+                     "between the file's weights and the engine's: "
+                     + ", ".join(f"{v['rel_rms'] * 100:.2f}% ({k}, {v['type']} held as {v['held_as']})"
+                                 for k, v in wq.items())
+                     + "). What remains between the two engines is arithmetic: both round activations to int8 "
+                     "per 32 values, llama.cpp keeps an f16 KV cache and sums in another order; its own f16 -> "
+                     "f32 KV change is the first row, for scale.")
+        L.append("\n`tests/engine/test_llamacpp_agreement.py` (marker `llamacpp`, ~300 tokens, f32 KV) asserts "
+                 "top-1 >= 93%, no disagreement where llama.cpp's margin exceeds 0.75 nats, mean |Δ log-prob| "
+                 "< 0.15 nats and perplexities within 2%; its docstring gives the measurements behind these bounds.")
         L.append("\n![agreement](quality_agreement.png)\n")
     if tok:
         L.append(f"### Token ids on tricky strings: {tok['same']}/{tok['total']} identical\n")
