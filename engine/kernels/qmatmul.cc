@@ -382,19 +382,20 @@ inline void axpy(float a, const float* x, float* y, int n) {
 #endif
 }
 
-// dst = sum_j p[j] * V[j] with the accumulator in registers (HD / 8 vectors), keys in order.
+// dst = sum_k p[k] * V[idx[k]] with the accumulator in registers (HD / 8 vectors), keys in order.
 template <int HD>
-inline void weighted_sum(const float* p, const float* V, int n, float* dst) {
+inline void weighted_sum(const float* p, const float* V, const int* idx, int n, float* dst) {
 #if defined(__AVX2__)
   __m256 acc[HD / 8];
-  for (int k = 0; k < HD / 8; ++k) acc[k] = _mm256_setzero_ps();
-  for (int j = 0; j < n; ++j) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    for (int k = 0; k < HD / 8; ++k) acc[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(V + (size_t)j * HD + 8 * k), acc[k]);
+  for (int i = 0; i < HD / 8; ++i) acc[i] = _mm256_setzero_ps();
+  for (int k = 0; k < n; ++k) {
+    const __m256 pk = _mm256_set1_ps(p[k]);
+    const float* v = V + (size_t)idx[k] * HD;
+    for (int i = 0; i < HD / 8; ++i) acc[i] = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v + 8 * i), acc[i]);
   }
-  for (int k = 0; k < HD / 8; ++k) _mm256_storeu_ps(dst + 8 * k, acc[k]);
+  for (int i = 0; i < HD / 8; ++i) _mm256_storeu_ps(dst + 8 * i, acc[i]);
 #else
-  for (int j = 0; j < n; ++j) axpy(p[j], V + (size_t)j * HD, dst, HD);
+  for (int k = 0; k < n; ++k) axpy(p[k], V + (size_t)idx[k] * HD, dst, HD);
 #endif
 }
 
@@ -463,25 +464,23 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
   const float scale = 1.0f / std::sqrt((float)hd);
   float* o = out->typed_data();
 
-  // One task per (row, KV head): the group's G query heads share one dequantized copy of the
-  // visible keys and values.
-  parallel_for(pool, C * KVH, [&](int task) {
-    const int c = task / KVH, g = task % KVH, off = g * hd;
+  // One task per (KV head, block of up to 8 rows): the block's rows and the group's G query
+  // heads share one dequantized copy of the keys and values any of them may see (a prefill
+  // chunk's rows see nearly the same keys; a decode step is a block of one row).
+  constexpr int RB = 8;
+  const int n_blocks = (C + RB - 1) / RB;
+  parallel_for(pool, n_blocks * KVH, [&](int task) {
+    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB), off = g * hd;
     // Scratch reused across calls: fresh ~250 KB buffers would be mmap'd and faulted in each time.
     thread_local std::vector<int> keys;
     thread_local std::vector<float> K, V, sc;
-    keys.clear();
-    for (int j = 0; j < N; ++j) {
+    if (K.size() < (size_t)N * hd) K.resize((size_t)N * hd), V.resize((size_t)N * hd);
+    if (sc.size() < (size_t)N) sc.resize(N);
+    for (int j = 0; j < N; ++j) {  // K[j], V[j]: the key at order position j, if a row sees it
       const int key = ord[j];
-      if (msk[(size_t)c * N + key]) keys.push_back(key);
-    }
-    const int n = (int)keys.size();
-    for (int h = g * G; h < (g + 1) * G; ++h) std::fill(o + ((size_t)c * H + h) * hd, o + ((size_t)c * H + h + 1) * hd, 0.f);
-    if (n == 0) return;
-    if (K.size() < (size_t)n * hd) K.resize((size_t)n * hd), V.resize((size_t)n * hd);
-    if (sc.size() < (size_t)n) sc.resize(n);
-    for (int j = 0; j < n; ++j) {
-      const int key = keys[j];
+      bool seen = false;
+      for (int c = c0; c < c1 && !seen; ++c) seen = msk[(size_t)c * N + key];
+      if (!seen) continue;
       if (key < S) {
         load_key<T>(kbase, ksb, key, off, hd, kv_dim, &K[(size_t)j * hd]);
         load_key<T>(vbase, vsb, key, off, hd, kv_dim, &V[(size_t)j * hd]);
@@ -490,25 +489,34 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         std::memcpy(&V[(size_t)j * hd], v_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
       }
     }
-    for (int h = g * G; h < (g + 1) * G; ++h) {
-      const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
-      const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
-      float mx = -INFINITY;
-      for (int j = 0; j < n; ++j) {
-        sc[j] = dot(sink[keys[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
-        mx = std::max(mx, sc[j]);
+    for (int c = c0; c < c1; ++c) {
+      keys.clear();  // order positions of the keys row c sees, in stream order
+      for (int j = 0; j < N; ++j)
+        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
+      const int n = (int)keys.size();
+      for (int h = g * G; h < (g + 1) * G; ++h) {
+        float* dst = o + ((size_t)c * H + h) * hd;
+        std::fill(dst, dst + hd, 0.f);
+        if (n == 0) continue;
+        const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
+        const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
+        float mx = -INFINITY;
+        for (int k = 0; k < n; ++k) {
+          const int j = keys[k];
+          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
+          mx = std::max(mx, sc[k]);
+        }
+        for (int k = 0; k < n; ++k) sc[k] -= mx;
+        exp_inplace(sc.data(), n);
+        float sum = 0.f;
+        for (int k = 0; k < n; ++k) sum += sc[k];
+        if (hd == 64) weighted_sum<64>(sc.data(), V.data(), keys.data(), n, dst);
+        else if (hd == 128) weighted_sum<128>(sc.data(), V.data(), keys.data(), n, dst);
+        else
+          for (int k = 0; k < n; ++k) axpy(sc[k], &V[(size_t)keys[k] * hd], dst, hd);
+        const float inv = 1.f / sum;
+        for (int i = 0; i < hd; ++i) dst[i] *= inv;
       }
-      for (int j = 0; j < n; ++j) sc[j] -= mx;
-      exp_inplace(sc.data(), n);
-      float sum = 0.f;
-      for (int j = 0; j < n; ++j) sum += sc[j];
-      float* dst = o + ((size_t)c * H + h) * hd;
-      if (hd == 64) weighted_sum<64>(sc.data(), V.data(), n, dst);
-      else if (hd == 128) weighted_sum<128>(sc.data(), V.data(), n, dst);
-      else
-        for (int j = 0; j < n; ++j) axpy(sc[j], &V[(size_t)j * hd], dst, hd);
-      const float inv = 1.f / sum;
-      for (int i = 0; i < hd; ++i) dst[i] *= inv;
     }
   });
   return ffi::Error::Success();
