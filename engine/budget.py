@@ -3,6 +3,10 @@
 Needle sizes its window from an ~11.5 MiB budget: bytes per cached position for the model's
 shape and the KV precision, the largest multiple of 32 positions that fits, clamped to
 [160, context length]. A user window can only shrink it; sinks live inside the same slots.
+
+Models with sliding-window (local) layers (Gemma 3) pay for those layers only up to what they
+can see: a local layer holds min(sliding window + sinks, capacity) slots, a global layer the
+whole capacity, and the budget rule sizes the global capacity with that split counted.
 Pure Python on purpose: the settings panel calls it on every keystroke.
 """
 from __future__ import annotations
@@ -28,7 +32,9 @@ class MemoryPlan:
     slots: int  # what the budget allows
     sinks: int
     window: int
-    kv_bytes: int  # what is allocated: (sinks + window) * bytes_per_position
+    kv_bytes: int  # what is allocated: capacity * bytes_per_position + local layers' slots
+    local_layers: int = 0  # sliding-window layers (Gemma 3); 0 for other families
+    local_slots: int | None = None  # slots each local layer holds; None without local layers
 
     @property
     def capacity(self) -> int:
@@ -39,21 +45,39 @@ class MemoryPlan:
         return asdict(self)
 
 
-def bytes_per_position(config: ModelConfig, kv_dtype: str = "int8") -> int:
-    """K and V for every layer at one position (+ one f32 scale per 32 values for int8)."""
+def layer_bytes_per_position(config: ModelConfig, kv_dtype: str = "int8") -> int:
+    """K and V of one layer at one position (+ one f32 scale per 32 values for int8)."""
     if kv_dtype not in _VALUE_BYTES:
         raise SettingsError(f"KV precision must be one of {', '.join(KV_DTYPES)} (got {kv_dtype!r})")
     kv = config.kv_dim
     per_layer = 2 * kv * _VALUE_BYTES[kv_dtype]
     if kv_dtype == "int8":
         per_layer += 2 * (-(-kv // KV_GROUP)) * 4
-    return config.n_layers * per_layer
+    return per_layer
 
 
-def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int) -> int:
-    """Largest multiple of 32 positions within the budget, at least 160, at most the context."""
-    per_pos = bytes_per_position(config, kv_dtype)
-    slots = (int(budget_bytes) // per_pos) // KV_GROUP * KV_GROUP
+def bytes_per_position(config: ModelConfig, kv_dtype: str = "int8") -> int:
+    """One slot of the global capacity: K and V of every global layer (every layer, for models
+    without local layers)."""
+    return config.global_layers * layer_bytes_per_position(config, kv_dtype)
+
+
+def local_slots(config: ModelConfig, capacity: int, sinks: int) -> int | None:
+    """Slots a local layer holds: its sliding window plus the sinks, at most the capacity."""
+    return min(config.sliding_window + sinks, capacity) if config.local_layers else None
+
+
+def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int, sinks: int = 4) -> int:
+    """Largest multiple of 32 global slots whose cache (local layers counted) fits the budget,
+    at least 160, at most the context."""
+    per_layer = layer_bytes_per_position(config, kv_dtype)
+    room = int(budget_bytes) // per_layer  # layer-positions the budget buys
+    G, Lc, reach = config.global_layers, config.local_layers, config.sliding_window + max(int(sinks), 0)
+    slots = room // config.n_layers // KV_GROUP * KV_GROUP  # while local layers hold every slot
+    if Lc and G:
+        wide = (room - Lc * reach) // G // KV_GROUP * KV_GROUP  # once they stop at their reach
+        if wide >= reach:
+            slots = max(slots, wide)
     return max(MIN_SLOTS, min(slots, config.context_length))
 
 
@@ -71,7 +95,7 @@ def plan_memory(
     if budget_bytes is None or not budget_bytes > 0:
         raise SettingsError(f"KV budget must be positive (got {budget_bytes})")
     per_pos = bytes_per_position(config, kv_dtype)
-    slots = budget_slots(config, kv_dtype, budget_bytes)
+    slots = budget_slots(config, kv_dtype, budget_bytes, sinks)
     sinks = int(sinks)
     if sinks < 0:
         raise SettingsError(f"sinks must be 0 or more (got {sinks}); at most {slots - 1} fit")
@@ -86,6 +110,9 @@ def plan_memory(
         if window < 0:
             raise SettingsError(f"window must be positive (got {window}); up to {largest} fits")
         largest = min(largest, window)
+    capacity = sinks + largest
+    local = local_slots(config, capacity, sinks)
+    local_bytes = config.local_layers * (local or 0) * layer_bytes_per_position(config, kv_dtype)
     return MemoryPlan(
         kv_dtype=kv_dtype,
         budget_bytes=int(budget_bytes),
@@ -93,5 +120,7 @@ def plan_memory(
         slots=slots,
         sinks=sinks,
         window=largest,
-        kv_bytes=(sinks + largest) * per_pos,
+        kv_bytes=capacity * per_pos + local_bytes,
+        local_layers=config.local_layers,
+        local_slots=local,
     )

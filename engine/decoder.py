@@ -34,28 +34,44 @@ class Decoder:
         self.cfg = model.config
         self.plan = plan
         self.chunk = chunk
-        self.theta = rope.inv_freq(self.cfg, getattr(model, "rope_freq_factors", None))
+        factors = model.freq_factors(plan.capacity) if hasattr(model, "freq_factors") else None
+        self.theta = rope.inv_freq(self.cfg, factors)
+        self.theta_local = rope.inv_freq(self.cfg, local=True)
         self.cache = allocate(self.cfg, plan)  # the only KV allocation this decoder ever makes
-        self.lock = threading.Lock()  # guards the ring against stats readers on other threads
-        self.ring = Ring(plan.capacity, plan.sinks if n_sink is None else n_sink)
+        self.lock = threading.Lock()  # guards the rings against stats readers on other threads
+        self._new_rings(plan.sinks if n_sink is None else n_sink)
         self._draft = None  # (rows verified, their K/V) of the last verify, until accept()
 
     @property
     def kv_bytes(self) -> int:
         return self.cache.nbytes
 
+    def _new_rings(self, n_sink: int, start_pos: int = 0) -> None:
+        """The global ring (what the session reports) and, for models with sliding-window
+        layers, theirs: the same stream, fewer slots, the file's window rule."""
+        self.ring = Ring(self.plan.capacity, n_sink)
+        self.local_ring = None
+        if self.cfg.local_layers:
+            self.local_ring = Ring(self.plan.local_slots, min(n_sink, self.plan.local_slots - 1), self.cfg.sliding_window)
+        for r in self._rings:
+            r.next_pos = start_pos
+
+    @property
+    def _rings(self) -> list[Ring]:
+        return [self.ring] + ([self.local_ring] if self.local_ring is not None else [])
+
     def reset(self, n_sink: int, start_pos: int = 0) -> None:
         """Forget every token (the arrays stay; masks come from the ring's positions)."""
         with self.lock:
-            self.ring = Ring(self.plan.capacity, n_sink)
-            self.ring.next_pos = start_pos
+            self._new_rings(n_sink, start_pos)
 
     @property
     def _shape_key(self) -> str:
         """Everything the compiled steps depend on (the cache is keyed by HLO; this names it)."""
         from . import kernels
 
-        return repr((self.cfg, self.plan.capacity, self.plan.kv_dtype, self.chunk, kernels.build_tag()))
+        return repr((self.cfg, self.plan.capacity, self.plan.local_slots, self.plan.kv_dtype, self.chunk,
+                     kernels.build_tag()))
 
     def compiled_before(self) -> bool:
         """True when an earlier run compiled these steps into the persistent cache."""
@@ -76,7 +92,8 @@ class Decoder:
     def skip(self, n: int) -> None:
         """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""
         with self.lock:
-            self.ring.next_pos += n
+            for r in self._rings:
+                r.next_pos += n
 
     def feed(
         self,
@@ -118,7 +135,7 @@ class Decoder:
         row i predicts the token after ids[i]. Follow with accept()."""
         ids = np.asarray(ids, dtype=np.int32).reshape(-1)
         assert 0 < ids.size <= DRAFT_ROWS
-        cp, batch = self._batch(ids, DRAFT_ROWS)
+        _, batch = self._batch(ids, DRAFT_ROWS)
         logits, rows = forward.verify(self.model.params, self.cache, batch, self.cfg)
         self._draft = (ids.size, rows)
         return np.asarray(jax.device_get(logits))[: ids.size]
@@ -129,27 +146,39 @@ class Decoder:
         assert 0 < m <= n
         self._draft = None
         with self.lock:
-            cp = self.ring.plan_chunk(m, DRAFT_ROWS)
-        self.cache = forward.write_rows(self.cache, rows, cp.write_slot)
+            plans = [r.plan_chunk(m, DRAFT_ROWS) for r in self._rings]
+        local_slot = plans[1].write_slot if len(plans) > 1 else None
+        self.cache = forward.write_rows(self.cache, rows, plans[0].write_slot, local_slot, self.cfg)
+        self._commit(plans)
+
+    def _commit(self, plans) -> None:
         with self.lock:
-            self.ring.commit(cp)
+            for r, cp in zip(self._rings, plans):
+                r.commit(cp)
 
     def _batch(self, part: np.ndarray, C: int):
+        """The chunk's inputs; returns (one ChunkPlan per ring, Batch)."""
         n = part.size
         with self.lock:
-            cp = self.ring.plan_chunk(n, C)
+            plans = [r.plan_chunk(n, C) for r in self._rings]
+        cp = plans[0]
         tokens = np.zeros(C, np.int32)
         tokens[:n] = part
         tokens[n:] = part[-1]
-        cos, sin = rope.cos_sin(cp.q_pos, self.theta)
-        scos, ssin = rope.cos_sin(cp.sink_q_pos, self.theta)
-        return cp, forward.Batch(tokens, cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot, np.int32(n - 1),
-                                 cp.order)
+        f = self.cfg.rope_attn_factor
+        cos, sin = rope.cos_sin(cp.q_pos, self.theta, f)
+        scos, ssin = rope.cos_sin(cp.sink_q_pos, self.theta, f)
+        local = None
+        if len(plans) > 1:
+            lp = plans[1]
+            lcos, lsin = rope.cos_sin(lp.q_pos, self.theta_local)
+            local = forward.LocalKeys(lcos, lsin, lp.mask, lp.write_slot, lp.order)
+        return plans, forward.Batch(tokens, cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot,
+                                    np.int32(n - 1), cp.order, local)
 
     def _run(self, part: np.ndarray, C: int, all_logits: bool) -> np.ndarray:
-        cp, batch = self._batch(part, C)
+        plans, batch = self._batch(part, C)
         logits, self.cache = forward.step(self.model.params, self.cache, batch, self.cfg, all_logits)
         logits = np.asarray(jax.device_get(logits))
-        with self.lock:
-            self.ring.commit(cp)
+        self._commit(plans)
         return logits

@@ -22,13 +22,14 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import kernels
 from .budget import KV_GROUP
-from .config import ModelConfig
+from .config import LOCAL, ModelConfig
 from .kv_cache import KVCache
-from .quant import QLinear, matmul, take_rows
+from .quant import QLinear, matmul, rms_norm, take_rows
 
 # Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).
 MATVEC_ROWS = 8
@@ -37,7 +38,8 @@ MATVEC_ROWS = 8
 @jax.tree_util.register_dataclass
 @dataclass
 class Layers:
-    """Per-layer weights stacked on a leading layer axis, so one scan runs them all."""
+    """Per-layer weights stacked on a leading layer axis, so one scan runs them all. The optional
+    ones are None for families without them (ModelConfig's trait fields say which)."""
 
     attn_norm: jax.Array  # [L, d]
     wqkv: QLinear  # [L, (H + 2 * KVH) * hd, d]   q, k, v merged: one read of x
@@ -45,6 +47,11 @@ class Layers:
     ffn_norm: jax.Array  # [L, d]
     w_gate_up: QLinear  # [L, 2 * F, d]           gate and up merged
     w_down: QLinear  # [L, d, F]
+    qkv_bias: jax.Array | None = None  # [L, (H + 2 * KVH) * hd]   qkv_bias
+    q_norm: jax.Array | None = None  # [L, hd]                     qk_norm
+    k_norm: jax.Array | None = None  # [L, hd]
+    post_attn_norm: jax.Array | None = None  # [L, d]              post_norms
+    post_ffn_norm: jax.Array | None = None  # [L, d]
 
 
 @jax.tree_util.register_dataclass
@@ -58,27 +65,43 @@ class Params:
 
 @jax.tree_util.register_dataclass
 @dataclass
+class LocalKeys:
+    """What the sliding-window layers see (their own ring, rotary base and mask)."""
+
+    cos: jax.Array  # [C, rot/2]
+    sin: jax.Array
+    mask: jax.Array  # [C, Sl + C] bool
+    write_slot: jax.Array  # [C] int32
+    order: jax.Array  # [Sl + C] int32
+
+
+@jax.tree_util.register_dataclass
+@dataclass
 class Batch:
     """One chunk's inputs, all derived on the host (see kv_cache.Ring.plan_chunk)."""
 
     tokens: jax.Array  # [C] int32
-    cos: jax.Array  # [C, hd/2] rotation at the token's stream index
+    cos: jax.Array  # [C, rot/2] rotation at the token's stream index
     sin: jax.Array
-    sink_cos: jax.Array  # [C, hd/2] rotation of the query against the sinks
+    sink_cos: jax.Array  # [C, rot/2] rotation of the query against the sinks
     sink_sin: jax.Array
     mask: jax.Array  # [C, S + C] bool
     key_sink: jax.Array  # [S + C] bool
     write_slot: jax.Array  # [C] int32
     last: jax.Array  # () int32: index of the last real row (rows after it are padding)
     order: jax.Array  # [S + C] int32: keys by stream position (the native attention's order)
+    local: LocalKeys | None = None  # models with sliding-window layers
 
 
 def rope(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """Rotate-half RoPE; x [C, heads, hd], cos/sin [C, hd/2] (weights were un-permuted at load)."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
+    """Rotate-half (NEOX) RoPE over the first 2 * cos.shape[-1] dims of each head, the rest
+    passed through (partial rotary); x [C, heads, hd], cos/sin [C, rot/2]. Llama's Q/K rows
+    were un-permuted at load, so one rotation serves every family."""
+    half, hd = cos.shape[-1], x.shape[-1]
+    x1, x2, rest = x[..., :half], x[..., half : 2 * half], x[..., 2 * half :]
     c, s = cos[:, None, :], sin[:, None, :]
-    return jnp.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    parts = [x1 * c - x2 * s, x2 * c + x1 * s] + ([rest] if 2 * half < hd else [])
+    return jnp.concatenate(parts, axis=-1)
 
 
 def quantize_kv(x: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -96,15 +119,15 @@ def dequantize_kv(q: jax.Array, scale: jax.Array | None) -> jax.Array:
     return (g * scale[..., None]).reshape(q.shape)
 
 
-def attention(cfg: ModelConfig, q, k_all, v_all, batch: Batch):
+def attention(cfg: ModelConfig, q, k_all, v_all, cos, sin, sink_cos, sink_sin, mask, key_sink):
     """q [C, H, hd] un-rotated; k_all/v_all [S + C, KVH, hd] (keys already rotated)."""
     C, G, KVH = q.shape[0], cfg.q_per_kv, cfg.n_kv_heads
-    qw = rope(q, batch.cos, batch.sin).reshape(C, KVH, G, -1)
-    qs = rope(q, batch.sink_cos, batch.sink_sin).reshape(C, KVH, G, -1)
+    qw = rope(q, cos, sin).reshape(C, KVH, G, -1)
+    qs = rope(q, sink_cos, sink_sin).reshape(C, KVH, G, -1)
     scores_w = jnp.einsum("ckgd,skd->kgcs", qw, k_all)
     scores_s = jnp.einsum("ckgd,skd->kgcs", qs, k_all)
-    scores = jnp.where(batch.key_sink, scores_s, scores_w) * (cfg.head_dim**-0.5)
-    scores = jnp.where(batch.mask, scores, -jnp.inf)
+    scores = jnp.where(key_sink, scores_s, scores_w) * (cfg.head_dim**-0.5)
+    scores = jnp.where(mask, scores, -jnp.inf)
     probs = jax.nn.softmax(scores, axis=-1)
     # Head-major output, the layout XLA's batched dot produces: for C = 1 the transpose below is
     # a bitcast, so the output projection reads a contiguous vector (bench: -7% per decode step).
@@ -112,54 +135,109 @@ def attention(cfg: ModelConfig, q, k_all, v_all, batch: Batch):
     return out.transpose(2, 0, 1, 3).reshape(C, -1)
 
 
-def attention_native(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, batch: Batch):
+def attention_native(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, cos, sin, sink_cos, sink_sin, mask,
+                     key_sink, order):
     """The same attention in the native kernel, straight from the (int8) cache of every layer:
     no dequantized copy, no concatenation, and sums in stream order (exact speculation)."""
     C, hd = q.shape[0], cfg.head_dim
-    qw, qs = rope(q, batch.cos, batch.sin), rope(q, batch.sink_cos, batch.sink_sin)
+    qw, qs = rope(q, cos, sin), rope(q, sink_cos, sink_sin)
     kind = {jnp.int8: "int8", jnp.bfloat16: "bf16", jnp.float32: "f32"}[cache.k.dtype.type]
     ks = cache.k_scale if cache.k_scale is not None else jnp.zeros((1,), jnp.float32)
     vs = cache.v_scale if cache.v_scale is not None else ks
     out = jax.ShapeDtypeStruct((C, cfg.n_heads * hd), jnp.float32)
     return jax.ffi.ffi_call(f"pinwheel_attn_{kind}", out)(
-        qw, qs, cache.k, cache.v, ks, vs, k_new, v_new, batch.order, batch.mask, batch.key_sink,
-        jnp.asarray(i, jnp.int32))
+        qw, qs, cache.k, cache.v, ks, vs, k_new, v_new, order, mask, key_sink, jnp.asarray(i, jnp.int32))
+
+
+def _store(cache: KVCache, k, v):
+    """What the cache will hold of the new rows, and the f32 values attention must use (for an
+    int8 cache, exactly what will be stored)."""
+    if cache.k_scale is not None:
+        k_store, ks = quantize_kv(k)
+        v_store, vs = quantize_kv(v)
+        return (k_store, v_store, ks, vs), dequantize_kv(k_store, ks), dequantize_kv(v_store, vs)
+    k_store, v_store = k.astype(cache.k.dtype), v.astype(cache.v.dtype)
+    return (k_store, v_store, None, None), k_store.astype(jnp.float32), v_store.astype(jnp.float32)
+
+
+def _attend(cfg: ModelConfig, q, k, v, cache: KVCache, j, keys):
+    """Rotate the new keys, attend over cache layer j plus the chunk; keys = (cos, sin,
+    sink_cos, sink_sin, mask, key_sink, order) of this layer kind. Returns (out, rows to store)."""
+    cos, sin, scos, ssin, mask, key_sink, order = keys
+    C, KVH, hd = q.shape[0], cfg.n_kv_heads, cfg.head_dim
+    k = rope(k.reshape(C, KVH, hd), cos, sin).reshape(C, -1)
+    rows, k_new, v_new = _store(cache, k, v)
+    if kernels.available():
+        return attention_native(cfg, q, k_new, v_new, cache, j, *keys), rows
+    at = lambda a: None if a is None else lax.dynamic_index_in_dim(a, j, keepdims=False)  # noqa: E731
+    k_all = jnp.concatenate([dequantize_kv(at(cache.k), at(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
+    v_all = jnp.concatenate([dequantize_kv(at(cache.v), at(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
+    return attention(cfg, q, k_all, v_all, cos, sin, scos, ssin, mask, key_sink), rows
+
+
+def _global_keys(batch: Batch):
+    return (batch.cos, batch.sin, batch.sink_cos, batch.sink_sin, batch.mask, batch.key_sink, batch.order)
+
+
+def _local_keys(batch: Batch):
+    lk = batch.local  # no sink rotation in a sliding window: every key at its own position
+    return (lk.cos, lk.sin, lk.cos, lk.sin, lk.mask, jnp.zeros(lk.order.shape, bool), lk.order)
+
+
+def _kind_index(cfg: ModelConfig):
+    """Per layer: is it local, and its index among the layers of its kind (its cache row)."""
+    local = np.array([k == LOCAL for k in cfg.kinds])
+    return local, np.where(local, np.cumsum(local) - 1, np.cumsum(~local) - 1).astype(np.int32)
+
+
+def _act(cfg: ModelConfig, gate):
+    if cfg.activation != "gelu_tanh":
+        return jax.nn.silu(gate)
+    # ggml's CPU GELU, which the published numbers come from: a table over f16 inputs, so the
+    # input and the result are both rounded to f16, and |x| >= 10 short-cuts to 0 or x.
+    g16 = gate.astype(jnp.float16).astype(jnp.float32)
+    y = jax.nn.gelu(g16, approximate=True).astype(jnp.float16).astype(jnp.float32)
+    return jnp.where(gate <= -10.0, 0.0, jnp.where(gate >= 10.0, gate, y))
 
 
 def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
-    """Layer i (w holds every layer's weights, stacked; cache every layer's K/V)."""
+    """Layer i (w holds every layer's weights, stacked; cache every layer's K/V). Returns the
+    new x and the chunk's K/V rows as they will be stored."""
     C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     qkv = matmul(x, w.wqkv, i, norm=w.attn_norm, eps=cfg.rms_eps)
+    if cfg.qkv_bias:
+        qkv = qkv + w.qkv_bias[i]
     q = qkv[:, : H * hd].reshape(C, H, hd)
-    k = rope(qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd), batch.cos, batch.sin).reshape(C, -1)
+    k = qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd)
     v = qkv[:, (H + KVH) * hd :]
-    if cache.k_scale is not None:  # int8 cache: attend to exactly what will be stored
-        k_store, ks = quantize_kv(k)
-        v_store, vs = quantize_kv(v)
-        k_new, v_new = dequantize_kv(k_store, ks), dequantize_kv(v_store, vs)
+    if cfg.qk_norm:  # each head's own RMS norm, before rotary
+        q, k = rms_norm(q, w.q_norm[i], cfg.rms_eps), rms_norm(k, w.k_norm[i], cfg.rms_eps)
+    if cfg.attn_scale:  # the kernels scale scores by 1/sqrt(hd): fold the family's scale into q
+        q = q * (cfg.scores_scale * hd**0.5)
+    if cfg.local_layers:
+        local, sub = _kind_index(cfg)
+        j = jnp.asarray(sub)[i]
+        glob = lambda q, k, v: _attend(cfg, q, k, v, cache, j, _global_keys(batch))  # noqa: E731
+        loc = lambda q, k, v: _attend(cfg, q, k, v, cache.local, j, _local_keys(batch))  # noqa: E731
+        att, rows = lax.cond(jnp.asarray(local)[i], loc, glob, q, k, v)
     else:
-        k_store, v_store, ks, vs = k.astype(cache.k.dtype), v.astype(cache.v.dtype), None, None
-        k_new, v_new = k_store.astype(jnp.float32), v_store.astype(jnp.float32)
-    if kernels.available():
-        att = attention_native(cfg, q, k_new, v_new, cache, i, batch)
-    else:
-        at = lambda a: None if a is None else lax.dynamic_index_in_dim(a, i, keepdims=False)  # noqa: E731
-        k_all = jnp.concatenate([dequantize_kv(at(cache.k), at(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
-        v_all = jnp.concatenate([dequantize_kv(at(cache.v), at(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-        att = attention(cfg, q, k_all, v_all, batch)
-    x = x + matmul(att, w.wo, i)
+        att, rows = _attend(cfg, q, k, v, cache, i, _global_keys(batch))
+    a = matmul(att, w.wo, i)
+    x = x + (rms_norm(a, w.post_attn_norm[i], cfg.rms_eps) if cfg.post_norms else a)
     gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)
-    x = x + matmul(jax.nn.silu(gate) * up, w.w_down, i)
-    return x, (k_store, v_store, ks, vs)
+    f = matmul(_act(cfg, gate) * up, w.w_down, i)
+    x = x + (rms_norm(f, w.post_ffn_norm[i], cfg.rms_eps) if cfg.post_norms else f)
+    return x, rows
 
 
-def embed(params: Params, tokens: jax.Array) -> jax.Array:
-    return take_rows(params.embed, tokens)
+def embed(params: Params, tokens: jax.Array, cfg: ModelConfig) -> jax.Array:
+    x = take_rows(params.embed, tokens)
+    return x * jnp.float32(cfg.embed_scale) if cfg.embed_scale != 1.0 else x
 
 
 def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     """Every layer over the chunk; returns the final hidden states and the chunk's K/V rows."""
-    x = embed(params, batch.tokens)
+    x = embed(params, batch.tokens, cfg)
 
     def body(x, i):
         return layer(cfg, batch, x, params.layers, i, cache)
@@ -167,8 +245,7 @@ def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     return lax.scan(body, x, jnp.arange(cfg.n_layers, dtype=jnp.int32))
 
 
-def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
-    """Store the chunk's rows at their ring slots; rows whose slot is out of range are dropped."""
+def _put(cache: KVCache, rows, slot: jax.Array) -> KVCache:
     k_new, v_new, ks_new, vs_new = rows
     return KVCache(
         cache.k.at[:, slot].set(k_new, mode="drop"),
@@ -176,6 +253,18 @@ def _write(cache: KVCache, rows, slot: jax.Array) -> KVCache:
         None if ks_new is None else cache.k_scale.at[:, slot].set(ks_new, mode="drop"),
         None if vs_new is None else cache.v_scale.at[:, slot].set(vs_new, mode="drop"),
     )
+
+
+def _write(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, cfg: ModelConfig) -> KVCache:
+    """Store the chunk's rows (stacked over every layer) at their ring slots; rows whose slot is
+    out of range are dropped. With local layers each kind goes to its own cache and ring."""
+    if not cfg.local_layers:
+        return _put(cache, rows, slot)
+    local, _ = _kind_index(cfg)
+    pick = lambda idx: tuple(None if r is None else r[idx] for r in rows)  # noqa: E731
+    out = _put(cache, pick(np.flatnonzero(~local)), slot)
+    out.local = _put(cache.local, pick(np.flatnonzero(local)), local_slot)
+    return out
 
 
 def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -186,7 +275,7 @@ def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
 def step(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig, all_logits: bool = False):
     """Run one chunk; returns (logits [C, V] or [1, V] for the last real row, new cache)."""
     x, rows = _layers(params, cache, batch, cfg)
-    cache = _write(cache, rows, batch.write_slot)
+    cache = _write(cache, rows, batch.write_slot, None if batch.local is None else batch.local.write_slot, cfg)
     if not all_logits:
         x = lax.dynamic_slice_in_dim(x, batch.last, 1)
     return _head(params, x, cfg), cache
@@ -199,10 +288,10 @@ def verify(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     return _head(params, x, cfg), rows
 
 
-@partial(jax.jit, donate_argnames=("cache",))
-def write_rows(cache: KVCache, rows, slot: jax.Array) -> KVCache:
+@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("cache",))
+def write_rows(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, cfg: ModelConfig) -> KVCache:
     """Store the accepted rows of a verified draft (the others carry slot = capacity: dropped)."""
-    return _write(cache, rows, slot)
+    return _write(cache, rows, slot, local_slot, cfg)
 
 
 def forget_compiled() -> None:

@@ -18,14 +18,16 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from dataclasses import replace
+
 from .config import ModelConfig
 from .errors import ModelFileError, NotEnoughMemoryError
 from . import quant
+from .families import FAMILIES, FAMILY_NAMES, SUPPORTED_ARCHS, Family, fused_qkv, model_tensors
 from .forward import Layers, Params
 from .quant import QLinear
 from .sysmem import trim
 
-SUPPORTED_ARCHS = ("llama",)
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 # Smallest on-disk size of one key/value pair and one tensor-info record: a header that
 # claims more of them than the file could hold is lying, and is refused before parsing.
@@ -199,7 +201,9 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
     if not isinstance(arch, str):
         raise ModelFileError("missing metadata key 'general.architecture'")
     if arch not in SUPPORTED_ARCHS:
-        raise ModelFileError(f"unsupported model architecture {arch!r} (supported: {', '.join(SUPPORTED_ARCHS)})")
+        raise ModelFileError(f"unsupported model architecture {arch!r} (supported: "
+                             f"{', '.join(f'{a} ({FAMILY_NAMES[a]})' for a in SUPPORTED_ARCHS)})")
+    fam = FAMILIES[arch]
     n_heads = _get(md, f"{arch}.attention.head_count", int)
     d_model = _get(md, f"{arch}.embedding_length", int)
     tokens = md.get("tokenizer.ggml.tokens")
@@ -234,8 +238,19 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
     if not (np.isfinite(cfg.rope_base) and cfg.rope_base > 0 and np.isfinite(cfg.rms_eps) and 0 <= cfg.rms_eps < 1):
         raise ModelFileError(f"implausible rope base {cfg.rope_base} or RMS epsilon {cfg.rms_eps}")
     rope_dims = md.get(f"{arch}.rope.dimension_count", cfg.head_dim)
-    if rope_dims != cfg.head_dim:
-        raise ModelFileError(f"partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) are not supported")
+    if rope_dims != cfg.head_dim and not (fam.partial_rotary and isinstance(rope_dims, int)
+                                           and 0 < rope_dims < cfg.head_dim and rope_dims % 2 == 0):
+        raise ModelFileError(f"partial rotary embeddings ({rope_dims} of {cfg.head_dim} dims) are not supported "
+                             f"for {arch} models")
+    try:
+        cfg = replace(cfg, rope_dims=0 if rope_dims == cfg.head_dim else rope_dims, **fam.config_traits(md, cfg))
+    except (TypeError, ValueError, ZeroDivisionError) as e:
+        raise ModelFileError(f"implausible {arch} metadata ({_short(e)})") from None
+    if cfg.local_layers and not 0 < cfg.sliding_window <= (1 << 24):
+        raise ModelFileError(f"implausible sliding window {cfg.sliding_window}")
+    if not all(np.isfinite(v) and v > 0 for v in (cfg.embed_scale, cfg.scores_scale, cfg.rope_scale,
+                                                  cfg.rope_attn_factor, cfg.rope_local_base)):
+        raise ModelFileError(f"implausible {arch} scales in the metadata")
     return cfg
 
 
@@ -370,20 +385,8 @@ class _Tensors:
         return w
 
 
-def _wanted(cfg: ModelConfig) -> dict[str, tuple[tuple[int, ...], bool]]:
-    """name -> (numpy shape, optional) of every tensor load_params reads."""
-    L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
-                             cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
-    w = {"token_embd.weight": ((V, d), False), "output.weight": ((V, d), True),
-         "output_norm.weight": ((d,), False), "rope_freqs.weight": ((hd // 2,), True)}
-    for i in range(L):
-        p = f"blk.{i}."
-        w.update({p + "attn_norm.weight": ((d,), False), p + "ffn_norm.weight": ((d,), False),
-                  p + "attn_q.weight": ((H * hd, d), False), p + "attn_k.weight": ((KVH * hd, d), False),
-                  p + "attn_v.weight": ((KVH * hd, d), False), p + "attn_output.weight": ((d, H * hd), False),
-                  p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False),
-                  p + "ffn_down.weight": ((d, F), False)})
-    return w
+def _family(cfg: ModelConfig) -> Family:
+    return FAMILIES[cfg.arch]
 
 
 def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, stacked: bool = True):
@@ -417,17 +420,31 @@ def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
     return QLinear(*map(quant.to_device, (q, d, m)), fmt, out)
 
 
-def _matrices(cfg: ModelConfig, tied: bool) -> dict[str, tuple[list, int, bool]]:
+def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, bool]]:
     """Every block-quantized weight the engine holds: key -> (per-layer lists of (tensor name,
-    rows, heads to un-permute or None), input width, stacked over layers)."""
+    rows, heads to un-permute or None), input width, stacked over layers). has(name): the file
+    holds that tensor (fused or split Q/K/V)."""
+    fam = _family(cfg)
     L, d, F, hd, H, KVH, V = (cfg.n_layers, cfg.d_model, cfg.ffn_dim, cfg.head_dim,
                              cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size)
+    perm = (lambda n: n) if fam.permuted_qk else (lambda n: None)  # noqa: E731
+
+    def qkv(i: int, p: str) -> list:
+        if fused_qkv(fam, i, has):
+            return [(p + "attn_qkv.weight", (H + 2 * KVH) * hd, None)]
+        return [(p + "attn_q.weight", H * hd, perm(H)), (p + "attn_k.weight", KVH * hd, perm(KVH)),
+                (p + "attn_v.weight", KVH * hd, None)]
+
+    def gate_up(p: str) -> list:
+        if fam.fused_gate_up:
+            return [(p + "ffn_up.weight", 2 * F, None)]
+        return [(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)]
+
     blk = [f"blk.{i}." for i in range(L)]
     out = {
-        "wqkv": ([[(p + "attn_q.weight", H * hd, H), (p + "attn_k.weight", KVH * hd, KVH),
-                   (p + "attn_v.weight", KVH * hd, None)] for p in blk], d, True),
+        "wqkv": ([qkv(i, p) for i, p in enumerate(blk)], d, True),
         "wo": ([[(p + "attn_output.weight", d, None)] for p in blk], H * hd, True),
-        "w_gate_up": ([[(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)] for p in blk], d, True),
+        "w_gate_up": ([gate_up(p) for p in blk], d, True),
         "w_down": ([[(p + "ffn_down.weight", d, None)] for p in blk], F, True),
         "embed": ([[("token_embd.weight", V, None)]], d, False),
     }
@@ -436,29 +453,55 @@ def _matrices(cfg: ModelConfig, tied: bool) -> dict[str, tuple[list, int, bool]]
     return out
 
 
+def _vectors(cfg: ModelConfig) -> dict[str, tuple[list[str], int]]:
+    """The f32 vectors a layer holds: Layers field -> (tensor names merged in order, length)."""
+    d, hd, H, KVH = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    out = {"attn_norm": (["attn_norm.weight"], d), "ffn_norm": (["ffn_norm.weight"], d)}
+    if cfg.qkv_bias:
+        out["qkv_bias"] = (["attn_q.bias", "attn_k.bias", "attn_v.bias"], (H + 2 * KVH) * hd)
+    if cfg.qk_norm:
+        out |= {"q_norm": (["attn_q_norm.weight"], hd), "k_norm": (["attn_k_norm.weight"], hd)}
+    if cfg.post_norms:
+        out |= {"post_attn_norm": (["post_attention_norm.weight"], d), "post_ffn_norm": (["post_ffw_norm.weight"], d)}
+    return out
+
+
 def weight_bytes(cfg: ModelConfig, type_of) -> int:
     """What load_params will hold, in bytes, from the tensor types alone (type_of(name) -> GGUF
-    type name): the block formats' sizes plus the f32 norms. No tensor data is read."""
-    total = (2 * cfg.n_layers + 1) * cfg.d_model * 4  # attn/ffn norms per layer, the output norm
-    for names, inp, _ in _matrices(cfg, tied=type_of("output.weight") is None).values():
+    type name, None when absent): the block formats' sizes plus the f32 vectors. No tensor data
+    is read."""
+    total = (cfg.n_layers * sum(n for _, n in _vectors(cfg).values()) + cfg.d_model) * 4  # + the output norm
+    has = lambda n: type_of(n) is not None  # noqa: E731
+    for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
         fmt = quant.group_format(type_of(n) for members in names for n, _, _ in members)
         rows = sum(r for _, r, _ in names[0])
         total += len(names) * quant.nbytes(fmt, rows, inp)
     return total
 
 
-def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, np.ndarray | None]:
-    L, d, hd = cfg.n_layers, cfg.d_model, cfg.head_dim
-    tensors.check(_wanted(cfg))
-    tied = "output.weight" not in tensors.by_name
-    w = {key: _group(tensors, names, inp, stacked) for key, (names, inp, stacked) in _matrices(cfg, tied).items()}
-    blk = [f"blk.{i}." for i in range(L)]
-    attn_norm = np.stack([tensors.get(p + "attn_norm.weight", (d,)) for p in blk])
-    ffn_norm = np.stack([tensors.get(p + "ffn_norm.weight", (d,)) for p in blk])
-    layers = Layers(jnp.asarray(attn_norm), w["wqkv"], w["wo"], jnp.asarray(ffn_norm), w["w_gate_up"], w["w_down"])
+def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, dict[str, np.ndarray]]:
+    """The weights, and the rotary factor tensors the file has (by name)."""
+    d = cfg.d_model
+    fam = _family(cfg)
+    has = lambda n: n in tensors.by_name  # noqa: E731
+    tensors.check(model_tensors(fam, cfg, has))
+    tied = not has("output.weight")
+    w = {key: _group(tensors, names, inp, stacked) for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
+    vec = {}
+    for key, (names, n) in _vectors(cfg).items():
+        rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in range(cfg.n_layers)]
+        vec[key] = jnp.asarray(np.stack(rows))
+    layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"], **vec)
     out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
-    freq = tensors.get("rope_freqs.weight", (hd // 2,), optional=True)
-    return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), freq
+    factors = {n: tensors.get(n, (cfg.rotary_dims // 2,)) for n in fam.rope_factors if has(n)}
+    return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), factors
+
+
+def _vector(tensors: _Tensors, name: str) -> np.ndarray:
+    t = tensors.by_name.get(name)
+    if t is None:
+        raise ModelFileError(f"missing tensor {name}")
+    return _dequantize(t).reshape(-1)  # shapes were checked against the metadata
 
 
 def params_nbytes(params: Params) -> int:
@@ -480,7 +523,20 @@ class Model:
     tokenizer: Any
     chat_template: Any
     metadata: dict = field(repr=False)
-    rope_freq_factors: np.ndarray | None = None
+    rope_factors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def freq_factors(self, n_ctx: int) -> np.ndarray | None:
+        """The rotary factors llama.cpp uses for a context of n_ctx positions: Llama 3's
+        rope_freqs; Phi-3's long factors past the original context, the short ones within it."""
+        f = self.rope_factors
+        if "rope_freqs.weight" in f:
+            return f["rope_freqs.weight"]
+        orig = self.config.rope_orig_context or self.config.context_length
+        return f.get("rope_factors_long.weight" if n_ctx > orig else "rope_factors_short.weight")
+
+    @property
+    def rope_freq_factors(self) -> np.ndarray | None:
+        return self.freq_factors(0)
 
     @property
     def weight_bytes(self) -> int:

@@ -8,6 +8,10 @@ in place. Its nbytes equal the plan's kv_bytes exactly.
 Host side (`Ring`): the stream index held by each slot (-1 = empty). Slots [0, n_sink) hold the
 sinks, the first tokens of the stream; slots [n_sink, capacity) are a ring over the rest.
 Attention masks are derived from these positions, never from slot indices (as in gemma).
+
+Models with sliding-window layers (Gemma 3) get a second, smaller cache for those layers
+(`KVCache.local`, `[local layers, local_slots, kv_dim]`) and a second ring whose masks follow
+the file's sliding-window rule: query t sees key p iff t - p < sliding window.
 """
 from __future__ import annotations
 
@@ -30,35 +34,43 @@ class KVCache:
     v: jax.Array
     k_scale: jax.Array | None = None  # [L, S, kv_dim // 32] f32, int8 only
     v_scale: jax.Array | None = None
+    local: "KVCache | None" = None  # the sliding-window layers' own cache (Gemma 3)
 
     @property
     def nbytes(self) -> int:
         return sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(self))
 
 
-def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
-    shape = (config.n_layers, plan.capacity, config.kv_dim)
-    dtype = _DTYPES[plan.kv_dtype]
-    if plan.kv_dtype != "int8":
+def _arrays(n_layers: int, slots: int, kv_dim: int, kv_dtype: str) -> KVCache:
+    shape = (n_layers, slots, kv_dim)
+    if kv_dtype != "int8":
+        dtype = _DTYPES[kv_dtype]
         return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
-    sshape = shape[:2] + (-(-config.kv_dim // KV_GROUP),)
-    return KVCache(
-        jnp.zeros(shape, jnp.int8),
-        jnp.zeros(shape, jnp.int8),
-        jnp.zeros(sshape, jnp.float32),
-        jnp.zeros(sshape, jnp.float32),
-    )
+    sshape = shape[:2] + (-(-kv_dim // KV_GROUP),)
+    return KVCache(jnp.zeros(shape, jnp.int8), jnp.zeros(shape, jnp.int8),
+                   jnp.zeros(sshape, jnp.float32), jnp.zeros(sshape, jnp.float32))
+
+
+def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
+    """Exactly the plan's bytes: the global layers' capacity, the local layers' slots."""
+    cache = _arrays(config.global_layers, plan.capacity, config.kv_dim, plan.kv_dtype)
+    if config.local_layers:
+        cache.local = _arrays(config.local_layers, plan.local_slots, config.kv_dim, plan.kv_dtype)
+    return cache
 
 
 class Ring:
     """Which stream position lives in which slot; the source of every attention mask."""
 
-    def __init__(self, capacity: int, n_sink: int):
+    def __init__(self, capacity: int, n_sink: int, reach: int | None = None):
+        """reach: a sliding-window layer's rule (query t sees key p iff t - p < reach), sinks
+        included; None: a global layer (sinks always seen, the window as far as it holds)."""
         if not 0 <= n_sink < capacity:
             raise ValueError(f"need 0 <= sinks < capacity (sinks={n_sink}, capacity={capacity})")
         self.capacity = capacity
         self.n_sink = n_sink
         self.window = capacity - n_sink
+        self.reach = reach
         self.slot_pos = np.full(capacity, -1, dtype=np.int64)
         self.next_pos = 0  # stream index of the next token to enter
 
@@ -80,8 +92,13 @@ class Ring:
         key_pos = np.concatenate([self.slot_pos, self.next_pos + np.arange(C)])
         key_real = np.concatenate([self.slot_pos >= 0, np.arange(C) < n])
         key_sink = (key_pos < self.n_sink) & key_real
-        t = q_pos[:, None]
-        mask = key_real[None, :] & (key_pos[None, :] <= t) & (key_sink[None, :] | (t - key_pos[None, :] < self.window))
+        t, p = q_pos[:, None], key_pos[None, :]
+        if self.reach is None:
+            mask = key_real[None, :] & (p <= t) & (key_sink[None, :] | (t - p < self.window))
+        else:  # the file's sliding window; a sink is just an early token, scored at its own position
+            near = np.where(key_sink[None, :], t - p < self.reach, t - p < min(self.reach, self.window))
+            mask = key_real[None, :] & (p <= t) & near
+            key_sink = np.zeros_like(key_sink)
         # Rows that a later row of the same chunk overwrites (more than `window` new tokens)
         # and padding rows are dropped: scatter with an out-of-range index and mode="drop".
         new_pos = self.next_pos + np.arange(C)

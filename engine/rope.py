@@ -13,21 +13,27 @@ import numpy as np
 from .config import ModelConfig
 
 
-def inv_freq(config: ModelConfig, freq_factors: np.ndarray | None = None) -> np.ndarray:
-    """theta_i = base^(-2i/d) for the head's rotary half, as float64."""
-    half = config.head_dim // 2
-    theta = config.rope_base ** (-np.arange(half, dtype=np.float64) * 2.0 / config.head_dim)
-    if freq_factors is not None:  # llama 3.x long-context factors (rope_freqs.weight)
-        theta = theta / np.asarray(freq_factors, dtype=np.float64)[:half]
+def inv_freq(config: ModelConfig, freq_factors: np.ndarray | None = None, local: bool = False) -> np.ndarray:
+    """theta_i = base^(-2i/n_rot) for the rotated dims' half, as float64, times the linear
+    position scale (global layers), divided by per-frequency factors when the file has them
+    (Llama 3.x rope_freqs, Phi-3 LongRoPE factors). local: the sliding-window layers' base."""
+    n_rot = config.rotary_dims
+    base = config.rope_local_base if local else config.rope_base
+    theta = base ** (-np.arange(n_rot // 2, dtype=np.float64) * 2.0 / n_rot)
+    if not local:
+        theta = theta * config.rope_scale
+        if freq_factors is not None:
+            theta = theta / np.asarray(freq_factors, dtype=np.float64)[: n_rot // 2]
     return theta
 
 
-def cos_sin(positions: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin of positions x theta, shape [..., half], float32, exact for huge positions."""
+def cos_sin(positions: np.ndarray, theta: np.ndarray, mscale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin of positions x theta, shape [..., half], float32, exact for huge positions; both
+    times mscale (LongRoPE's attention factor, as ggml's rope multiplies them)."""
     pos = np.asarray(positions, dtype=np.int64)
     # Split pos = hi * 2**20 + lo so each product is exact enough in float64 even at 2**40.
     hi = (pos >> 20).astype(np.float64)[..., None]
     lo = (pos & ((1 << 20) - 1)).astype(np.float64)[..., None]
     step = np.mod(theta * float(1 << 20), 2 * np.pi)
     angle = np.mod(hi * step, 2 * np.pi) + lo * theta
-    return np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    return (mscale * np.cos(angle)).astype(np.float32), (mscale * np.sin(angle)).astype(np.float32)

@@ -117,7 +117,8 @@ class ChatSession:
     def _replan(self) -> bool:
         """Re-derive the plan; reallocate only when the cache's size or precision changed."""
         plan = self._effective_plan()
-        realloc = (plan.capacity, plan.kv_dtype) != (self.plan.capacity, self.plan.kv_dtype)
+        realloc = (plan.capacity, plan.local_slots, plan.kv_dtype) != (self.plan.capacity, self.plan.local_slots,
+                                                                   self.plan.kv_dtype)
         self.plan = plan
         if realloc:
             self.decoder = None  # free the old arrays (and executables) before allocating the new ones

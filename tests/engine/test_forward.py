@@ -93,14 +93,15 @@ def test_native_attention_matches_xla_attention(tiny, kv_dtype):
     k_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
     v_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
     layer = 1
-    got = jax.jit(lambda *a: forward.attention_native(cfg, *a), static_argnums=4)(q, k_new, v_new, cache, layer, batch)
+    got = jax.jit(lambda q, k, v, c, b: forward.attention_native(cfg, q, k, v, c, layer, *forward._global_keys(b)))(
+        q, k_new, v_new, cache, batch)
 
     def xla(q, k_new, v_new, cache, batch):
         sc = lambda a: None if a is None else a[layer]  # noqa: E731
         hd, KVH = cfg.head_dim, cfg.n_kv_heads
         k_all = jnp.concatenate([forward.dequantize_kv(cache.k[layer], sc(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
         v_all = jnp.concatenate([forward.dequantize_kv(cache.v[layer], sc(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-        return forward.attention(cfg, q, k_all, v_all, batch)
+        return forward.attention(cfg, q, k_all, v_all, *forward._global_keys(batch)[:6])
 
     want = jax.jit(xla)(q, k_new, v_new, cache, batch)
     np.testing.assert_allclose(np.asarray(got)[:6], np.asarray(want)[:6], rtol=2e-5, atol=2e-5)

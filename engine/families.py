@@ -1,0 +1,126 @@
+"""Model families as data: what each GGUF architecture stores and how one forward reads it.
+
+A family is a small spec: which tensors a layer has (llama.cpp's tensor names, the same for
+every architecture), how the loader turns them into the engine's merged weights (un-permuting
+llama's Q/K rows, reading phi3's fused QKV and gate+up tensors as they are), and the static
+ModelConfig traits the one layer function in engine.forward reads (biases, Q/K norms, post
+norms, activation, scales, sliding-window layers). Every convention here is llama.cpp's
+(src/llama-model.cpp load_hparams / load_tensors, src/models/<arch>.cpp, convert_hf_to_gguf.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import GLOBAL, LOCAL, ModelConfig
+
+
+@dataclass(frozen=True)
+class Family:
+    arch: str
+    permuted_qk: bool = False  # llama: Q/K rows in llama.cpp's interleaved-RoPE order (undone at load)
+    fused_qkv: bool = False  # phi3: blk.N.attn_qkv holds [q; k; v] (separate q/k/v also accepted)
+    fused_gate_up: bool = False  # phi3: blk.N.ffn_up holds [gate; up], there is no ffn_gate
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False
+    activation: str = "silu"
+    partial_rotary: bool = False  # rope.dimension_count may be smaller than the head (NEOX only)
+    rope_factors: tuple[str, ...] = ()  # optional per-frequency factor tensors (global names)
+    traits: Callable[[dict, ModelConfig], dict[str, Any]] = field(default=lambda md, cfg: {})
+
+    def config_traits(self, md: dict, cfg: ModelConfig) -> dict[str, Any]:
+        base = dict(qkv_bias=self.qkv_bias, qk_norm=self.qk_norm, post_norms=self.post_norms,
+                    activation=self.activation)
+        return base | self.traits(md, cfg)
+
+
+def _gemma3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
+    """Every 6th layer (il % 6 == 5) is global, the rest slide over `sliding_window` tokens with
+    rotary base 10000 and no scaling (llama.cpp hard-codes both: set_swa_pattern(6)); the linear
+    rope scaling of the file applies to the global layers only. The 27B model (62 layers) scales
+    scores by 1/sqrt(d_model / heads), the others by 1/sqrt(head size)."""
+    a = cfg.arch
+    window = md.get(f"{a}.attention.sliding_window")
+    kinds = tuple(LOCAL if (window and i % 6 < 5) else GLOBAL for i in range(cfg.n_layers))
+    factor = md.get(f"{a}.rope.scaling.factor") or 0.0
+    linear = md.get(f"{a}.rope.scaling.type", "linear") == "linear"
+    scale = 1.0 / math.sqrt(cfg.d_model // cfg.n_heads) if cfg.n_layers == 62 else cfg.head_dim**-0.5
+    return dict(
+        embed_scale=math.sqrt(cfg.d_model),
+        attn_scale=scale,
+        layer_kinds=kinds if window else (),
+        sliding_window=int(window or 0),
+        rope_local_base=10000.0,
+        rope_scale=(1.0 / float(factor)) if (factor and linear) else 1.0,
+    )
+
+
+def _phi3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
+    """LongRoPE files carry a magnitude factor for cos/sin (rope.scaling.attn_factor). Phi's
+    sliding window stays off, as llama.cpp keeps it ("Phi SWA is currently disabled")."""
+    a = cfg.arch
+    return dict(rope_attn_factor=float(md.get(f"{a}.rope.scaling.attn_factor", 1.0) or 1.0),
+                rope_orig_context=int(md.get(f"{a}.rope.scaling.original_context_length", 0) or 0))
+
+
+FAMILIES: dict[str, Family] = {
+    f.arch: f
+    for f in (
+        Family("llama", permuted_qk=True, rope_factors=("rope_freqs.weight",)),
+        Family("qwen2", qkv_bias=True),
+        Family("qwen3", qk_norm=True),
+        Family("gemma3", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma3),
+        Family("phi3", fused_qkv=True, fused_gate_up=True, partial_rotary=True,
+               rope_factors=("rope_factors_short.weight", "rope_factors_long.weight"), traits=_phi3),
+    )
+}
+SUPPORTED_ARCHS = tuple(FAMILIES)
+
+# What each family is called in messages and in the README.
+FAMILY_NAMES = {"llama": "Llama (2, 3.x; SmolLM, Mistral-style)", "qwen2": "Qwen2 / Qwen2.5", "qwen3": "Qwen3",
+                "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini"}
+
+
+# --- tensors: llama.cpp's names (src/llama-arch.cpp) ------------------------------------------
+
+
+def layer_tensors(fam: Family, cfg: ModelConfig, i: int, has: Callable[[str], bool]) -> dict[str, tuple]:
+    """GGUF name -> (numpy shape, optional) of every tensor layer i of this family has.
+    has(name): whether the file holds a tensor (to tell fused layouts from split ones)."""
+    d, F, hd, H, KVH = cfg.d_model, cfg.ffn_dim, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    p = f"blk.{i}."
+    w = {p + "attn_norm.weight": ((d,), False), p + "ffn_norm.weight": ((d,), False),
+         p + "attn_output.weight": ((d, H * hd), False), p + "ffn_down.weight": ((d, F), False)}
+    if fused_qkv(fam, i, has):
+        w[p + "attn_qkv.weight"] = (((H + 2 * KVH) * hd, d), False)
+    else:
+        w |= {p + "attn_q.weight": ((H * hd, d), False), p + "attn_k.weight": ((KVH * hd, d), False),
+              p + "attn_v.weight": ((KVH * hd, d), False)}
+    if fam.fused_gate_up:
+        w[p + "ffn_up.weight"] = ((2 * F, d), False)
+    else:
+        w |= {p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False)}
+    if fam.qkv_bias:
+        w |= {p + "attn_q.bias": ((H * hd,), False), p + "attn_k.bias": ((KVH * hd,), False),
+              p + "attn_v.bias": ((KVH * hd,), False)}
+    if fam.qk_norm:
+        w |= {p + "attn_q_norm.weight": ((hd,), False), p + "attn_k_norm.weight": ((hd,), False)}
+    if fam.post_norms:
+        w |= {p + "post_attention_norm.weight": ((d,), False), p + "post_ffw_norm.weight": ((d,), False)}
+    return w
+
+
+def fused_qkv(fam: Family, i: int, has: Callable[[str], bool]) -> bool:
+    return fam.fused_qkv and has(f"blk.{i}.attn_qkv.weight")
+
+
+def model_tensors(fam: Family, cfg: ModelConfig, has: Callable[[str], bool]) -> dict[str, tuple]:
+    d, V = cfg.d_model, cfg.vocab_size
+    w = {"token_embd.weight": ((V, d), False), "output.weight": ((V, d), True), "output_norm.weight": ((d,), False)}
+    for name in fam.rope_factors:
+        w[name] = ((cfg.rotary_dims // 2,), True)
+    for i in range(cfg.n_layers):
+        w |= layer_tensors(fam, cfg, i, has)
+    return w
