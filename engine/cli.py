@@ -106,9 +106,12 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(d))
     else:
-        print(f"model              {cfg.name or path.name} ({cfg.n_layers} layers, kv_dim {cfg.kv_dim})")
+        print(f"model              {cfg.name or path.name} ({cfg.arch}, {cfg.n_layers} layers, kv_dim {cfg.kv_dim})")
         for k in ("kv_dtype", "budget_bytes", "bytes_per_position", "slots", "sinks", "window", "kv_bytes"):
             print(f"{k:<18} {d[k]:,}" if isinstance(d[k], int) else f"{k:<18} {d[k]}")
+        if plan.local_layers:
+            print(f"{'local_layers':<18} {plan.local_layers} of {cfg.n_layers} (sliding window {cfg.sliding_window}), "
+                  f"{plan.local_slots:,} slots each; the {cfg.global_layers} global layers hold {plan.capacity:,}")
     return 0
 
 

@@ -276,6 +276,13 @@ class ChatSession:
             self.drafter.extend(self._system_ids)
         full = self.template.render(self._template_messages(), add_generation_prompt=True)
         cut = common_prefix(full, self._rendered)
+        if cut < len(self._rendered):
+            # The template renders the history differently now (Qwen3 drops an earlier reply's
+            # <think> block): what the cache holds is no longer the conversation, so rebuild it.
+            if first and self._system_ids:
+                self._chunks.clear()
+            logits = yield from self._resync(add_generation_prompt=True)
+            return logits, self.decoder.ring.cache_tokens, time.perf_counter() - t0
         delta = self._encode(full[cut:], first=first and not self._system_ids)
         self._rendered = full
         start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
@@ -378,15 +385,21 @@ class ChatSession:
         msgs = self._template_messages()
         offset = len(msgs) - len(self.messages)
         chunks = [Chunk(-1, array("i", self._system_ids))] if self._system_ids else []
-        prev = self.template.render(msgs[:offset], add_generation_prompt=False) if offset else ""
+        head = self.template.render(msgs[:offset], add_generation_prompt=False) if offset else ""
+        full = self.template.render(msgs, add_generation_prompt=add_generation_prompt) if self.messages else head
+        # Message i's tokens: the text between where the renders of the messages before it and of
+        # the messages up to it leave the full text. Cut from the one full render, the chunks
+        # concatenate to exactly that text, even where a template renders an earlier message
+        # differently once later ones follow (Qwen3's <think> blocks).
+        prev = common_prefix(full, head)
         for i in range(len(self.messages)):
             last = i == len(self.messages) - 1
-            text = self.template.render(msgs[: offset + i + 1], add_generation_prompt=last and add_generation_prompt)
-            cut = common_prefix(text, prev)
-            ids = self._encode(text[cut:], first=not chunks)
+            text = full if last else self.template.render(msgs[: offset + i + 1], add_generation_prompt=False)
+            end = max(prev, common_prefix(full, text))
+            ids = self._encode(full[prev:end], first=not chunks)
             chunks.append(Chunk(i, array("i", ids)))
-            prev = text
-        self._chunks, self._rendered, self._pending = chunks, prev, []
+            prev = end
+        self._chunks, self._rendered, self._pending = chunks, full, []
 
     def _resync(self, add_generation_prompt: bool):
         """Re-encode the cache from the conversation: sinks (system + pinned), then only the
