@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .markdown_view import SINGLE_VIEW_CHARS, MarkdownStack, blend
+from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
 
 FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
 PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
@@ -123,7 +123,8 @@ class MessageWidget(QFrame):
         head.addWidget(self.copyButton)
 
         self.body = MarkdownStack(self)
-        self.body.linkClicked.connect(self.linkClicked)
+        self.show_thinking = False
+        self.body.linkClicked.connect(self._link)
         self.body.menuRequested.connect(lambda at: self.context_menu().exec(at))
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(lambda p: self.context_menu().exec(self.mapToGlobal(p)))
@@ -161,6 +162,17 @@ class MessageWidget(QFrame):
         self.copyButton.setAccessibleName(f"Copy message {index + 1} ({who})")
         self.editButton.setAccessibleName(f"Edit message {index + 1} and resend")
 
+    def display_text(self) -> str:
+        """The message as shown: a reasoning block folded unless the user opened it."""
+        return fold_thinking(self.message.content, self.show_thinking)
+
+    def _link(self, url) -> None:
+        if url.toString() == THINKING_LINK:  # the fold's own show/hide link
+            self.show_thinking = not self.show_thinking
+            self.body.set_markdown(self.display_text())
+            return
+        self.linkClicked.emit(url)
+
     @property
     def faded(self) -> bool:
         return bool(self.memory and self.memory.faded)
@@ -169,7 +181,7 @@ class MessageWidget(QFrame):
         """Re-render text (unless `render` is False), status and memory markers."""
         m = self.message
         if render:
-            self.body.set_markdown(m.content if m.content or m.status != "done" else "*(empty)*")
+            self.body.set_markdown(self.display_text() if m.content or m.status != "done" else "*(empty)*")
         badges = []
         if m.status in STATUS_BADGES:
             badges.append(STATUS_BADGES[m.status])
@@ -379,7 +391,7 @@ class ChatView(QScrollArea):
             return
         w.message.content += "".join(self._pending)
         self._pending.clear()
-        w.body.stream_markdown(w.message.content)
+        w.body.stream_markdown(w.display_text())
 
     def end_stream(self, status: str, content: str | None = None) -> ChatMessage | None:
         w = self._stream
@@ -390,7 +402,7 @@ class ChatView(QScrollArea):
         self._stream = None
         if content is not None and content != w.message.content:
             w.message.content = content
-            w.body.stream_markdown(content)
+            w.body.stream_markdown(w.display_text())
         w.message.status = status
         # a short reply becomes one document (exact Markdown, selectable as a whole); a long one
         # keeps its streamed chunks rather than paying a full re-render in one go

@@ -220,6 +220,28 @@ def chunk_sources(text: str, bounds: list[int]) -> list[str]:
     return out
 
 
+THINKING_LINK = "pinwheel:thinking"
+
+
+def fold_thinking(text: str, expanded: bool = False) -> str:
+    """A reply that opens with a reasoning block (Qwen3's <think>...</think>) as Markdown: the
+    block folded to one quoted line with a show/hide link, or quoted in full. The stored reply is
+    not changed (the template decides what later turns see of it)."""
+    head = text.lstrip()
+    if not head.startswith("<think>"):
+        return text
+    body = head[len("<think>"):]
+    thought, closed, rest = body.partition("</think>")
+    words = len(thought.split())
+    label = f"Thought for {words:,} words" if closed else f"Thinking… ({words:,} words)"
+    if not expanded:
+        fold = f"> 💭 *{label}* · [show]({THINKING_LINK})"
+    else:
+        quoted = "\n".join("> " + line if line.strip() else ">" for line in thought.strip().splitlines())
+        fold = f"> 💭 *{label}* · [hide]({THINKING_LINK})\n>\n{quoted}"
+    return fold + ("\n\n" + rest.lstrip() if rest.strip() else "")
+
+
 class MarkdownStack(QWidget):
     """A message body: one MarkdownView, or several for a long text (see split_markdown)."""
 

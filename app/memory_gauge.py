@@ -47,6 +47,8 @@ class GaugeValues:
     rss_bytes: int | None = None
     device_bytes: int | None = None
     tok_s: float = 0.0
+    local_layers: int = 0  # sliding-window layers (Gemma 3) and the slots each holds
+    local_slots: int = 0
 
 
 class MemoryGauge(QWidget):
@@ -70,6 +72,7 @@ class MemoryGauge(QWidget):
         v = self.values
         v.kv_bytes, v.budget_bytes = plan.kv_bytes, plan.budget_bytes
         v.capacity, v.window = plan.sinks + plan.window, plan.window
+        v.local_layers, v.local_slots = getattr(plan, "local_layers", 0), getattr(plan, "local_slots", None) or 0
         self.update()
 
     def set_snapshot(self, snap) -> None:
@@ -106,7 +109,7 @@ class MemoryGauge(QWidget):
         v = self.values
         free = max(v.capacity - v.cache_tokens, 0)
         parts = [
-            f"KV cache {fmt_bytes(v.kv_bytes)} of {fmt_bytes(v.budget_bytes)} budget",
+            f"KV cache {fmt_bytes(v.kv_bytes)} of {fmt_bytes(v.budget_bytes)} budget" + self._split(),
             f"{v.sink_tokens} sink tokens, window {max(v.cache_tokens - v.sink_tokens, 0)} of {v.window} used, "
             f"{free} slots free",
             f"{v.evicted_tokens:,} tokens evicted of {v.tokens_seen:,} seen",
@@ -116,6 +119,12 @@ class MemoryGauge(QWidget):
             parts.append(f"device memory {fmt_bytes(v.device_bytes)}")
         parts.append(f"{v.tok_s:.1f} tokens/s" if v.tok_s else "idle")
         return "; ".join(parts)
+
+    def _split(self) -> str:
+        v = self.values
+        if not v.local_layers:
+            return ""
+        return f" ({v.local_layers} sliding-window layers hold {v.local_slots:,} slots each)"
 
     # -- painting --------------------------------------------------------------------
 
@@ -182,7 +191,8 @@ class MemoryGauge(QWidget):
             y += h + 4
 
         budget = max(v.budget_bytes, 1)
-        row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget")
+        split = f" · {v.local_layers} local × {v.local_slots:,}" if v.local_layers else ""
+        row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget{split}")
         bar([(v.kv_bytes / budget, win_c)])
 
         cap = max(v.capacity, 1)

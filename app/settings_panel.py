@@ -325,7 +325,17 @@ class SettingsPanel(QWidget):
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sinks{sink_note} + {plan.window:,} window"
             f" (budget holds {plan.slots:,})<br>"
             f"{plan.bytes_per_position:,} B/token · KV {fmt_bytes(plan.kv_bytes)} of "
-            f"{fmt_bytes(plan.budget_bytes)}{change}")
+            f"{fmt_bytes(plan.budget_bytes)}{self._split_note(plan)}{change}")
+
+    def _split_note(self, plan) -> str:
+        """Gemma 3's sliding-window layers hold only what they can see; say so, with the bytes."""
+        if not getattr(plan, "local_layers", 0):
+            return ""
+        c = self.config
+        glob = plan.kv_bytes - plan.local_layers * plan.local_slots * (plan.bytes_per_position // max(c.global_layers, 1))
+        return (f"<br>{c.global_layers} global layers × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
+                f"{plan.local_layers} sliding-window layers × {plan.local_slots:,} slots "
+                f"({fmt_bytes(plan.kv_bytes - glob)}; window {c.sliding_window:,})")
 
     def preview_text(self) -> str:
         return self.previewLabel.text()

@@ -29,7 +29,8 @@ from . import kernels
 from .budget import KV_GROUP
 from .config import LOCAL, ModelConfig
 from .kv_cache import KVCache
-from .quant import QLinear, matmul, rms_norm, take_rows
+from .quant import QLinear, matmul, take_rows
+from .quant import rms_norm_rows as rms_norm
 
 # Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).
 MATVEC_ROWS = 8

@@ -92,6 +92,22 @@ def rms_norm(x: jax.Array, g: jax.Array, eps: float) -> jax.Array:
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * g
 
 
+def rms_norm_rows(x: jax.Array, g: jax.Array, eps: float) -> jax.Array:
+    """rms_norm with the sum of squares as a fixed tree of elementwise adds: XLA's reductions
+    may vectorize differently for 1 row and for 64, and a one-ulp difference flips an int8
+    rounding downstream; adds of halves give every row the same bits whatever the row count
+    (exact speculation and chunking for the Q/K and post norms, as the kernel's fused norm)."""
+    n = x.shape[-1]
+    sq = x * x
+    width = 1 << max(n - 1, 0).bit_length()
+    if width != n:
+        sq = jnp.concatenate([sq, jnp.zeros(sq.shape[:-1] + (width - n,), sq.dtype)], axis=-1)
+    while width > 1:
+        width //= 2
+        sq = sq[..., :width] + sq[..., width:]
+    return x * jax.lax.rsqrt(sq / jnp.float32(n) + jnp.float32(eps)) * g
+
+
 def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.Array | None = None,
            eps: float = 1e-5) -> jax.Array:
     """rms_norm(x, norm[layer]) (when norm is given) @ w[layer].T -> [C, out] f32, x [C, in] f32;

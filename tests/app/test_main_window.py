@@ -573,3 +573,24 @@ def test_long_markdown_is_rendered_in_chunks_that_read_the_same(qapp):
         streamed.stream_markdown(code[:n])
     assert streamed.markdown_text() == code and len(streamed.views) > 1
     assert all("let x = 1;" in v.toPlainText() and "```" not in v.toPlainText() for v in streamed.views)
+
+
+def test_a_reasoning_block_shows_folded_and_opens_on_click(win, qtbot, monkeypatch):
+    """Qwen3's <think>…</think>: one quoted line with a show link; the click opens it in place
+    (nothing leaves the window), a second click folds it again; the stored text is unchanged."""
+    from app import main_window
+    from app.chat_view import ChatMessage
+
+    opened = []
+    monkeypatch.setattr(main_window.QDesktopServices, "openUrl", lambda url: opened.append(url.toString()))
+    idle(win, qtbot)
+    content = "<think>\nThe user greets me.\nI should greet back briefly.\n</think>\n\nHello **there**."
+    w = win.chat.append(ChatMessage("assistant", content))
+    text = w.body.toPlainText()
+    assert "Thought for 9 words" in text and "Hello there." in text and "greets" not in text
+    w.body.views[0].anchorClicked.emit(QUrl("pinwheel:thinking"))
+    assert "The user greets me." in w.body.toPlainText() and "hide" in w.body.toPlainText()
+    w.body.views[0].anchorClicked.emit(QUrl("pinwheel:thinking"))
+    assert "greets" not in w.body.toPlainText()
+    assert w.message.content == content and opened == []
+    win.chat.remove_from(len(win.chat.widgets) - 1)

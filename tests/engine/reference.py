@@ -51,44 +51,106 @@ def _rms(x, w, eps):
     return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + eps) * w
 
 
+def _rope_neox(x: np.ndarray, pos: float, theta: np.ndarray, mscale: float = 1.0) -> np.ndarray:
+    """x [..., hd]: rotate pairs (i, i + n_rot/2) of the first n_rot = 2 * len(theta) dims."""
+    half = theta.size
+    a = pos * theta
+    c, s = mscale * np.cos(a), mscale * np.sin(a)
+    out = x.copy()
+    x0, x1 = x[..., :half], x[..., half : 2 * half]
+    out[..., :half] = x0 * c - x1 * s
+    out[..., half : 2 * half] = x0 * s + x1 * c
+    return out
+
+
+def _gelu_ggml(x: np.ndarray) -> np.ndarray:
+    """llama.cpp's CPU GELU: tanh form over f16-rounded inputs, f16-rounded results."""
+    x16 = x.astype(np.float16).astype(np.float64)
+    y = 0.5 * x16 * (1 + np.tanh(np.sqrt(2 / np.pi) * x16 * (1 + 0.044715 * x16 * x16)))
+    y = y.astype(np.float16).astype(np.float64)
+    return np.where(x <= -10, 0.0, np.where(x >= 10, x, y))
+
+
+def _thetas(model: Model, cfg, S: int):
+    """(global theta, local theta) as the family's conventions give them."""
+    n_rot = cfg.rotary_dims
+    i = np.arange(n_rot // 2) * 2.0 / n_rot
+    glob = cfg.rope_base ** (-i) * cfg.rope_scale
+    factors = model.freq_factors(S) if hasattr(model, "freq_factors") else None
+    if factors is not None:
+        glob = glob / np.asarray(factors, np.float64)
+    return glob, cfg.rope_local_base ** (-i)
+
+
 def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarray:
-    """log p(ids[t+1] | what the bounded cache holds at t), for t in 0..n-2."""
+    """log p(ids[t+1] | what the bounded cache holds at t), for t in 0..n-2.
+
+    Global layers see the sinks and the last `window` tokens, at StreamingLLM's in-cache
+    positions; a sliding-window layer (Gemma 3) sees key j iff t - j < the file's window and its
+    own ring (sinks + window slots, at most the capacity) still holds j, at true positions."""
+    from engine.budget import local_slots
+    from engine.config import LOCAL
+
     cfg, P = model.config, model.params
     L, H, KVH, hd = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    theta = cfg.rope_base ** (-np.arange(hd // 2) * 2.0 / hd)
     S = n_sink + window
+    theta_g, theta_l = _thetas(model, cfg, S)
+    local_win = (local_slots(cfg, S, n_sink) or 0) - n_sink
+    llama = cfg.arch == "llama"
+    vec = lambda a, i: np.asarray(a[i], np.float64)  # noqa: E731
     ids = np.asarray(ids)
     n = ids.size
-    x = _deq(P.embed)[ids]
+    x = _deq(P.embed)[ids] * cfg.embed_scale
     for layer in range(L):
+        is_local = cfg.kinds[layer] == LOCAL
         wqkv = _deq(jax_index(P.layers.wqkv, layer))
-        wq = _permute(wqkv[: H * hd], H)
-        wk = _permute(wqkv[H * hd : (H + KVH) * hd], KVH)
-        wv = wqkv[(H + KVH) * hd :]
-        h = _rms(x, np.asarray(P.layers.attn_norm[layer], np.float64), cfg.rms_eps)
-        q = _mm(h, wq).reshape(n, H, hd)
-        k = _mm(h, wk).reshape(n, KVH, hd)
-        v = _mm(h, wv).reshape(n, KVH, hd)
+        wq, wk, wv = wqkv[: H * hd], wqkv[H * hd : (H + KVH) * hd], wqkv[(H + KVH) * hd :]
+        if llama:
+            wq, wk = _permute(wq, H), _permute(wk, KVH)
+        h = _rms(x, vec(P.layers.attn_norm, layer), cfg.rms_eps)
+        qkv = np.concatenate([_mm(h, wq), _mm(h, wk), _mm(h, wv)], axis=-1)
+        if cfg.qkv_bias:
+            qkv = qkv + vec(P.layers.qkv_bias, layer)
+        q = qkv[:, : H * hd].reshape(n, H, hd)
+        k = qkv[:, H * hd : (H + KVH) * hd].reshape(n, KVH, hd)
+        v = qkv[:, (H + KVH) * hd :].reshape(n, KVH, hd)
+        if cfg.qk_norm:
+            q = _rms(q, vec(P.layers.q_norm, layer), cfg.rms_eps)
+            k = _rms(k, vec(P.layers.k_norm, layer), cfg.rms_eps)
+        if llama:
+            rot = lambda x, pos: _rope_interleaved(x, pos, theta_g)  # noqa: E731
+        elif is_local:
+            rot = lambda x, pos: _rope_neox(x, pos, theta_l)  # noqa: E731
+        else:
+            rot = lambda x, pos: _rope_neox(x, pos, theta_g, cfg.rope_attn_factor)  # noqa: E731
         att = np.zeros((n, H, hd))
         for t in range(n):
-            visible = [j for j in range(t + 1) if j < n_sink or t - j < window]
-            p_q = min(t, S - 1)
-            qt = _rope_interleaved(q[t], p_q, theta)
-            # in-cache position: sinks keep their index, window keys sit at p_q - (t - j)
-            kpos = [j if j < n_sink else p_q - (t - j) for j in visible]
-            kt = np.stack([_rope_interleaved(k[j], kp, theta) for j, kp in zip(visible, kpos)])
+            if is_local:
+                visible = [j for j in range(t + 1)
+                           if t - j < cfg.sliding_window and (j < n_sink or t - j < local_win)]
+                p_q, kpos = t, visible
+            else:
+                visible = [j for j in range(t + 1) if j < n_sink or t - j < window]
+                p_q = min(t, S - 1)
+                # in-cache position: sinks keep their index, window keys sit at p_q - (t - j)
+                kpos = [j if j < n_sink else p_q - (t - j) for j in visible]
+            qt = rot(q[t], p_q)
+            kt = np.stack([rot(k[j], kp) for j, kp in zip(visible, kpos)])
             vt = v[visible]
             for head in range(H):
                 g = head // (H // KVH)
-                s = kt[:, g] @ qt[head] / np.sqrt(hd)
-                p = np.exp(s - s.max())
+                s_ = kt[:, g] @ qt[head] * cfg.scores_scale
+                p = np.exp(s_ - s_.max())
                 p /= p.sum()
                 att[t, head] = p @ vt[:, g]
-        x = x + _mm(att.reshape(n, -1), _deq(jax_index(P.layers.wo, layer)))
-        h = _rms(x, np.asarray(P.layers.ffn_norm[layer], np.float64), cfg.rms_eps)
+        a = _mm(att.reshape(n, -1), _deq(jax_index(P.layers.wo, layer)))
+        x = x + (_rms(a, vec(P.layers.post_attn_norm, layer), cfg.rms_eps) if cfg.post_norms else a)
+        h = _rms(x, vec(P.layers.ffn_norm, layer), cfg.rms_eps)
         gu = _mm(h, _deq(jax_index(P.layers.w_gate_up, layer)))
         gate, up = gu[:, : cfg.ffn_dim], gu[:, cfg.ffn_dim :]
-        x = x + _mm(gate / (1 + np.exp(-gate)) * up, _deq(jax_index(P.layers.w_down, layer)))
+        act = _gelu_ggml(gate) if cfg.activation == "gelu_tanh" else gate / (1 + np.exp(-gate))
+        f = _mm(act * up, _deq(jax_index(P.layers.w_down, layer)))
+        x = x + (_rms(f, vec(P.layers.post_ffn_norm, layer), cfg.rms_eps) if cfg.post_norms else f)
     x = _rms(x, np.asarray(P.out_norm, np.float64), cfg.rms_eps)
     logits = _mm(x, _deq(P.head))
     logits -= logits.max(-1, keepdims=True)
