@@ -240,3 +240,24 @@ def test_tokenizer_ids_match_llama_cpp(family_files, family_models, family):
             if ours != theirs:
                 bad.append(f"{name} (bos={bos}): ours={ours[:16]} llama.cpp={theirs[:16]}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("family,key,value", [
+    ("gemma3", "gemma3.attention.sliding_window", "wide"),
+    ("gemma3", "gemma3.attention.sliding_window", -16),
+    ("gemma3", "gemma3.rope.scaling.factor", -8.0),
+    ("gemma3", "gemma3.rope.scaling.factor", float("nan")),
+    ("phi3", "phi3.rope.scaling.attn_factor", "large"),
+    ("phi3", "phi3.rope.scaling.attn_factor", float("inf")),
+    ("phi3", "phi3.rope.dimension_count", 17),
+    ("phi3", "phi3.rope.dimension_count", 64),
+    ("qwen3", "qwen3.rope.dimension_count", 8),  # partial rotary is Phi's alone, as in llama.cpp
+])
+def test_hostile_family_metadata_is_one_clear_line(family_files, family, key, value):
+    from engine.gguf_loader import config_from_metadata, metadata, read_gguf
+
+    md = metadata(read_gguf(family_files[family]))
+    md[key] = value
+    with pytest.raises(ModelFileError) as e:
+        config_from_metadata(md)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300
