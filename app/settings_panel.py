@@ -324,7 +324,8 @@ class SettingsPanel(QWidget):
         self.previewLabel.setText(
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sinks{sink_note} + {plan.window:,} window"
             f" (budget holds {plan.slots:,})<br>"
-            f"{plan.bytes_per_position:,} B/token · KV {fmt_bytes(plan.kv_bytes)} of "
+            f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
+            f" · KV {fmt_bytes(plan.kv_bytes)} of "
             f"{fmt_bytes(plan.budget_bytes)}{self._split_note(plan)}{change}")
 
     def _split_note(self, plan) -> str:
@@ -333,8 +334,9 @@ class SettingsPanel(QWidget):
             return ""
         c = self.config
         glob = plan.kv_bytes - plan.local_layers * plan.local_slots * (plan.bytes_per_position // max(c.global_layers, 1))
-        return (f"<br>{c.global_layers} global layers × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
-                f"{plan.local_layers} sliding-window layers × {plan.local_slots:,} slots "
+        layers = lambda n, kind: f"{n} {kind} layer{'s' if n != 1 else ''}"  # noqa: E731
+        return (f"<br>{layers(c.global_layers, 'global')} × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
+                f"{layers(plan.local_layers, 'sliding-window')} × {plan.local_slots:,} slots "
                 f"({fmt_bytes(plan.kv_bytes - glob)}; window {c.sliding_window:,})")
 
     def preview_text(self) -> str:

@@ -594,3 +594,27 @@ def test_a_reasoning_block_shows_folded_and_opens_on_click(win, qtbot, monkeypat
     assert "greets" not in w.body.toPlainText()
     assert w.message.content == content and opened == []
     win.chat.remove_from(len(win.chat.widgets) - 1)
+
+
+def test_preview_shows_the_local_and_global_split_of_a_sliding_window_model(qapp):
+    """A Gemma 3 shape: the preview states both kinds of layers with their slots and bytes,
+    and they add up to the plan's kv_bytes."""
+    from app.memory_gauge import fmt_bytes
+    from app.settings import AppSettings
+    from app.settings_panel import SettingsPanel
+    from engine.budget import layer_bytes_per_position
+    from engine.config import GLOBAL, LOCAL, ModelConfig
+
+    kinds = tuple(LOCAL if i % 6 < 5 else GLOBAL for i in range(26))
+    cfg = ModelConfig("gemma3", 26, 1152, 4, 1, 256, 6912, 262144, 32768, layer_kinds=kinds, sliding_window=512)
+    panel = SettingsPanel(AppSettings())
+    panel.set_model_config(cfg)
+    panel.sinkSpin.setValue(4)
+    panel.refresh_preview()
+    plan = panel.preview_plan()
+    text = panel.preview_text()
+    local = 22 * plan.local_slots * layer_bytes_per_position(cfg, plan.kv_dtype)
+    assert f"4 global layers × {plan.capacity:,} slots ({fmt_bytes(plan.kv_bytes - local)})" in text, text
+    assert f"22 sliding-window layers × {plan.local_slots:,} slots ({fmt_bytes(local)}; window 512)" in text, text
+    assert "B/global slot" in text
+    panel.deleteLater()
