@@ -11,14 +11,12 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-
-from dataclasses import replace
 
 from .config import ModelConfig
 from .errors import ModelFileError, NotEnoughMemoryError

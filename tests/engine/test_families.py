@@ -261,3 +261,14 @@ def test_hostile_family_metadata_is_one_clear_line(family_files, family, key, va
     with pytest.raises(ModelFileError) as e:
         config_from_metadata(md)
     assert "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_predicted_weight_bytes_are_what_loading_holds(family_files, family_models, family):
+    """check_fits refuses a model before allocating from this prediction: it must be exact."""
+    from engine import gguf_loader as gl
+
+    path = family_files[family]
+    tensors = gl._Tensors(gl.read_gguf(path), path.stat().st_size)
+    model = family_models[family]
+    assert gl.weight_bytes(model.config, tensors.type_of) == gl.params_nbytes(model.params)
