@@ -1,4 +1,8 @@
-"""The llama transformer over the bounded cache: one function for prefill chunks and decode steps.
+"""The transformer over the bounded cache: one function for prefill chunks and decode steps, and
+one layer function for every model family (its differences are ModelConfig's static trait
+fields: biases, Q/K and post norms, activation, scales, partial rotary, sliding-window layers;
+see engine.families). Sliding-window (local) layers attend over their own smaller cache and
+ring; the scan picks the kind per layer.
 
 `step(params, cache, batch)` runs C new tokens (C = 1 for decode, the chunk size for prefill)
 through every layer. Each layer attends over [cached slots, the chunk's own keys] with a mask
