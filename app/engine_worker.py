@@ -121,6 +121,14 @@ def _default_loader(path: str | None):
     return load_model(resolved), str(resolved)
 
 
+def _default_checker(path: str | None) -> None:
+    """Check a model file without loading its weights (raises what loading would raise)."""
+    from engine.gguf_loader import check_model_file
+    from engine.model_locator import locate_model
+
+    check_model_file(locate_model(path))
+
+
 def _select_device(name: str):
     """Make `name` ("cpu" / "gpu") JAX's default device (the CPU when there is no such device)."""
     import jax
@@ -139,6 +147,7 @@ class EngineWorker(QObject):
     loadProgress = Signal(str, int, int)  # stage, done, total (total 0 = indeterminate)
     modelLoaded = Signal(object)  # ModelInfo
     loadFailed = Signal(str, str)  # kind, message
+    loadRefused = Signal(str, str)  # kind, message: another file was refused, the loaded model serves on
     devicesFound = Signal(list)  # ["cpu", "gpu"...]
     prefillProgress = Signal(int, int, int)  # request, done, total
     token = Signal(int, str)  # request, text piece
@@ -151,9 +160,12 @@ class EngineWorker(QObject):
     rebuilt = Signal(int, float)  # the cache was re-encoded: tokens, seconds
     failed = Signal(str, str)  # kind, message (not tied to a reply)
 
-    def __init__(self, loader: Callable[[str | None], tuple[Any, str]] | None = None):
+    def __init__(self, loader: Callable[[str | None], tuple[Any, str]] | None = None,
+                 checker: Callable[[str | None], None] | None = None):
         super().__init__()
         self._loader = loader or _default_loader
+        self._checker = checker or (_default_checker if loader is None else (lambda path: None))
+        self._loaded: tuple[str | None, Any] | None = None  # (path asked for, config) of the model in service
         self.model = None
         self.session = None
         self.config: EngineConfig | None = None
@@ -259,11 +271,38 @@ class EngineWorker(QObject):
 
     @Slot(object, object, object)
     def load(self, path: str | None, cfg: EngineConfig, history: list[dict] | None) -> None:
-        """Read the model, allocate the cache, compile once; then restore `history`."""
-        t0 = time.monotonic()
+        """Read the model, allocate the cache, compile once; then restore `history`.
+
+        While a model serves, another file is checked (header, metadata, tensors) before the
+        working one is let go: a file that fails is refused (loadRefused) and the chat goes on.
+        If the weights then fail to load after all, the previous model is loaded again."""
         self._lower_priority()
+        previous = self._loaded if self.model is not None else None
+        if previous is not None:
+            try:
+                self.loadProgress.emit("Checking the model file…", 0, 4)
+                self._checker(path)
+            except Exception as exc:  # noqa: BLE001 - the working model stays
+                log.info("model file refused: %s", exc)
+                self.loadRefused.emit(*describe_error(exc))
+                return
+        failure = self._load_now(path, cfg, history)
+        if failure is None:
+            return
+        if previous is None:
+            self.loadFailed.emit(*failure)
+            return
+        self.loadRefused.emit(*failure)  # the window keeps the chat going on the previous model
+        again = self._load_now(previous[0], previous[1], history)
+        if again is not None:
+            self.loadFailed.emit(*again)
+
+    def _load_now(self, path: str | None, cfg: EngineConfig, history: list[dict] | None) -> tuple[str, str] | None:
+        """Load; returns None, or (kind, message) of the failure (nothing is loaded then)."""
+        t0 = time.monotonic()
         self.session = None
         self.model = None
+        self._loaded = None
         try:
             self.loadProgress.emit("Reading the model file…", 0, 4)
             self._device = _select_device(cfg.device)
@@ -293,10 +332,13 @@ class EngineWorker(QObject):
                                             session.plan, time.monotonic() - t0))
             self.autoSinks.emit(cfg.system, self.system_tokens(cfg.system))
             self._emit_stats()
+            self._loaded = (path, cfg)
+            return None
         except Exception as exc:  # noqa: BLE001 - MemoryError included: the app must stay up
             log.warning("model load failed:\n%s", traceback.format_exc())
             self.session = None
-            self.loadFailed.emit(*describe_error(exc))
+            self.model = None
+            return describe_error(exc)
 
     def _new_session(self, cfg: EngineConfig):
         from engine.session import ChatSession
@@ -362,8 +404,9 @@ class EngineWorker(QObject):
     def apply_config(self, cfg: EngineConfig) -> None:
         """New memory / system prompt / sampling settings; the cache is reallocated only when
         its size or precision changes, re-read only when what it must hold changed."""
-        if self.session is None:
+        if self.session is None:  # every request gets an answer: never leave "Applying…" up
             self.config = cfg
+            self.failed.emit("engine", "No model is loaded: open a GGUF model file first.")
             return
         try:
             s = self.session
@@ -443,6 +486,7 @@ class EngineController(QObject):
     loadProgress = Signal(str, int, int)
     modelLoaded = Signal(object)
     loadFailed = Signal(str, str)
+    loadRefused = Signal(str, str)
     devicesFound = Signal(list)
     prefillProgress = Signal(int, int, int)
     token = Signal(int, str)
@@ -454,7 +498,7 @@ class EngineController(QObject):
     autoSinks = Signal(str, int)
     rebuilt = Signal(int, float)
     failed = Signal(str, str)
-    RELAYED = ("loadProgress", "modelLoaded", "loadFailed", "devicesFound", "prefillProgress", "token",
+    RELAYED = ("loadProgress", "modelLoaded", "loadFailed", "loadRefused", "devicesFound", "prefillProgress", "token",
                "statsReady", "replyFinished", "planApplied", "pinChanged", "historyLoaded", "autoSinks",
                "rebuilt", "failed")
 
@@ -466,11 +510,11 @@ class EngineController(QObject):
     _probe = Signal()
     _count = Signal(str)
 
-    def __init__(self, parent: QObject | None = None, loader=None):
+    def __init__(self, parent: QObject | None = None, loader=None, checker=None):
         super().__init__(parent)
         self.thread = QThread()
         self.thread.setObjectName("pinwheel-engine")
-        self.worker = EngineWorker(loader)
+        self.worker = EngineWorker(loader, checker)
         self.worker.moveToThread(self.thread)
         for name in self.RELAYED:
             getattr(self.worker, name).connect(getattr(self, name))

@@ -210,6 +210,7 @@ class MainWindow(QMainWindow):
         self.settings_path = (self.data_dir / "settings.json") if data_dir is not None else default_settings_path()
         self.settings, notices = load_settings(self.settings_path)
         self.model_path = str(model_path) if model_path else (self.settings.model_path or None)
+        self._serving_model_path = self.model_path  # the file of the model that serves (kept if another is refused)
 
         self.model_ready = False
         self.model_info = None
@@ -397,6 +398,7 @@ class MainWindow(QMainWindow):
         w.loadProgress.connect(self._on_load_progress)
         w.modelLoaded.connect(self._on_model_loaded)
         w.loadFailed.connect(self._on_load_failed)
+        w.loadRefused.connect(self._on_load_refused)
         w.devicesFound.connect(self.settingsPanel.set_devices)
         w.prefillProgress.connect(self._on_prefill)
         w.token.connect(self._on_token)
@@ -476,6 +478,7 @@ class MainWindow(QMainWindow):
     def _on_model_loaded(self, info) -> None:
         self.model_ready = True
         self.model_info = info
+        self._serving_model_path = self.model_path
         self.loadProgress.hide()
         self.stageLabel.setText(f"Model ready in {info.load_s:.1f} s")
         self.chat.placeholder.setText(PLACEHOLDER)
@@ -505,6 +508,20 @@ class MainWindow(QMainWindow):
             self.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
         self._update_actions()
         self.show_error(message, kind, ("Open a model…", self.choose_model))
+
+    def _on_load_refused(self, kind: str, message: str) -> None:
+        """Another model file failed its checks (or its weights): the model that was serving
+        goes on serving (the engine keeps it, or loads it again), and the chat stays."""
+        self.model_path = self._serving_model_path
+        self._pending_settings = None
+        self.settingsPanel.modelEdit.setText(self.model_path or "")
+        self.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
+        self.model_ready = self.model_info is not None
+        self.loadProgress.hide()
+        name = Path(self.model_info.path).stem if self.model_info is not None else "the previous model"
+        self.stageLabel.setText(f"Still using {name}")
+        self._update_actions()
+        self.show_error(f"{message} — still using {name}.", kind, ("Open another…", self.choose_model))
 
     def choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
@@ -777,7 +794,8 @@ class MainWindow(QMainWindow):
         """Apply edited settings in the engine thread; they are kept (and saved) once the
         engine has taken them, so a refused setting leaves the working one in force."""
         self._pending_settings = s
-        if (s.model_path or None) != (self.settings.model_path or None) or s.device != self.settings.device:
+        no_model = not self.model_ready and not self.loadProgress.isVisible()  # none loaded, none loading
+        if no_model or (s.model_path or None) != (self.settings.model_path or None) or s.device != self.settings.device:
             self.model_path = s.model_path or None
             self.settingsPanel.applyStatus.setText("Loading the model with the new settings…")
             self.stop()

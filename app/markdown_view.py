@@ -115,7 +115,12 @@ class MarkdownView(QTextBrowser):
         """Give fenced/indented code a background so it reads as code (it is already monospace)."""
         doc = self.document()
         pal = self.palette()
-        bg = blend(pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text), 0.07)
+        # The streaming bubble's Base can be transparent (black with alpha 0): blending from it
+        # gave opaque near-black code blocks with dark text. Blend from an opaque background.
+        under = pal.color(QPalette.ColorRole.Base)
+        if under.alpha() < 255:
+            under = pal.color(QPalette.ColorRole.Window)
+        bg = blend(under, pal.color(QPalette.ColorRole.Text), 0.07)
         block = doc.begin()
         cursor = None
         while block.isValid():
@@ -127,6 +132,7 @@ class MarkdownView(QTextBrowser):
                 cursor.setPosition(block.position())
                 shade = QTextBlockFormat()
                 shade.setBackground(bg)
+                shade.setNonBreakableLines(False)  # long lines wrap instead of running off the edge
                 cursor.mergeBlockFormat(shade)
             block = block.next()
         if cursor is not None:

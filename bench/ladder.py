@@ -25,12 +25,14 @@ class Rung:
     ffn_dim: int
     head_dim: int = 64
     note: str = ""
+    arch: str = "llama"  # qwen2: Q/K/V biases, NEOX rotary
+    vocab: int = 0  # pad the default tokenizer to this many tokens (0: its own 49,152)
 
     @property
     def params(self) -> int:
         d, hd, L = self.d_model, self.head_dim, self.n_layers
         per_layer = d * hd * (2 * self.n_heads + 2 * self.n_kv_heads) + 3 * d * self.ffn_dim
-        return L * per_layer + 49152 * d  # tied embedding of the default vocabulary
+        return L * per_layer + (self.vocab or 49152) * d  # tied embedding
 
 
 RUNGS = (
@@ -38,6 +40,10 @@ RUNGS = (
     Rung("smollm2-360m", 32, 960, 15, 5, 2560),
     Rung("llama-3.2-1b", 16, 2048, 32, 8, 8192, note="Llama 3.2 1B's blocks, the default 49k vocabulary"),
     Rung("smollm2-1.7b", 24, 2048, 32, 32, 8192),
+    Rung("qwen2.5-0.5b", 24, 896, 14, 2, 4864, arch="qwen2", vocab=151936,
+         note="Qwen2.5-0.5B's shape and 151,936-token vocabulary (the default tokenizer, padded)"),
+    Rung("qwen2.5-1.5b", 28, 1536, 12, 2, 8960, head_dim=128, arch="qwen2", vocab=151936,
+         note="Qwen2.5-1.5B's shape and vocabulary (the default tokenizer, padded)"),
 )
 TYPES = ("Q4_0", "Q8_0")
 
@@ -74,7 +80,7 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     qtype = gguf.GGMLQuantizationType[qtype_name]
     src = gguf.GGUFReader(str(tokenizer_from))
     tmp = path.with_suffix(".tmp")
-    w = gguf.GGUFWriter(str(tmp), "llama")
+    w = gguf.GGUFWriter(str(tmp), rung.arch)
     w.add_name(f"ladder {rung.name} {qtype_name} (random weights)")
     w.add_block_count(rung.n_layers)
     w.add_embedding_length(rung.d_model)
@@ -87,15 +93,21 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     w.add_rope_freq_base(100000.0)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_dimension_count(rung.head_dim)
+    n_vocab = len(src.fields["tokenizer.ggml.tokens"].contents())
+    pad = max(rung.vocab - n_vocab, 0)  # a bigger vocabulary: unused control tokens at the end
     for key, field in src.fields.items():  # the tokenizer and template of the default model
         if key.startswith("tokenizer."):
             value = field.contents()
             vtype = field.types[0]
+            if key == "tokenizer.ggml.tokens":
+                value = value + [f"<|pad_{i}|>" for i in range(pad)]
+            elif key == "tokenizer.ggml.token_type":
+                value = value + [3] * pad
             if vtype == gguf.GGUFValueType.ARRAY:
                 w.add_key_value(key, value, vtype, sub_type=field.types[-1])
             else:
                 w.add_key_value(key, value, vtype)
-    n_vocab = len(src.fields["tokenizer.ggml.tokens"].contents())
+    n_vocab += pad
     rng = np.random.default_rng(0)
     d, hd, F = rung.d_model, rung.head_dim, rung.ffn_dim
 
@@ -111,6 +123,9 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
         mat(p + "attn_q.weight", rung.n_heads * hd, d)
         mat(p + "attn_k.weight", rung.n_kv_heads * hd, d)
         mat(p + "attn_v.weight", rung.n_kv_heads * hd, d)
+        if rung.arch == "qwen2":
+            for t, n in (("q", rung.n_heads), ("k", rung.n_kv_heads), ("v", rung.n_kv_heads)):
+                w.add_tensor(p + f"attn_{t}.bias", np.zeros(n * hd, np.float32))
         mat(p + "attn_output.weight", d, rung.n_heads * hd)
         mat(p + "ffn_gate.weight", F, d)
         mat(p + "ffn_up.weight", F, d)

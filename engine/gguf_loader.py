@@ -57,7 +57,7 @@ def check_header(path: Path) -> int:
     except OSError as e:
         raise ModelFileError(f"cannot read model file {path}: {e.strerror or e}") from None
     if len(head) < 4 or head[:4] != b"GGUF":
-        raise ModelFileError(f"not a GGUF file (bad magic {head[:4]!r}): {path}")
+        raise ModelFileError(f"{path.name} is not a GGUF model file (it does not start with the GGUF signature)")
     if len(head) < 24:
         raise ModelFileError(f"GGUF file is truncated inside its header ({size} bytes): {path}")
     version, n_tensors, n_kv = struct.unpack("<IQQ", head[4:24])
@@ -563,6 +563,26 @@ def check_fits(name: str, weights: int, kv_bytes: int | None = None) -> None:
             f"{name} needs about {_mb(need)} of memory (weights {_mb(weights)}, cache {_mb(need - weights)}) "
             f"but only {_mb(available)} is available: {_mb(need - available)} short; close other programs "
             "or choose a smaller model")
+
+
+def check_model_file(path: str | os.PathLike) -> ModelConfig:
+    """Everything about a model file that can be checked without reading its weights: the
+    header, the metadata, the shape, the vocabulary and every tensor's presence, type and
+    shape. Seconds at most; the window runs it before it lets go of the model that works."""
+    from .tokenizer import Tokenizer
+
+    p = Path(path).expanduser()
+    size = check_header(p)
+    reader = read_gguf(p)
+    md = metadata(reader)
+    reader.fields.clear()
+    cfg = config_from_metadata(md)
+    tok = Tokenizer.from_metadata(md)
+    if tok.vocab_size != cfg.vocab_size:
+        raise ModelFileError(f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}")
+    tensors = _Tensors(reader, size)
+    tensors.check(model_tensors(_family(cfg), cfg, lambda n: n in tensors.by_name))
+    return cfg
 
 
 def load_model(path: str | os.PathLike) -> Model:

@@ -5,6 +5,7 @@ One window (and one compiled model) is shared by the module; tests that need a f
 """
 from __future__ import annotations
 
+import os
 import json
 import time
 
@@ -618,3 +619,74 @@ def test_preview_shows_the_local_and_global_split_of_a_sliding_window_model(qapp
     assert f"22 sliding-window layers × {plan.local_slots:,} slots ({fmt_bytes(local)}; window 512)" in text, text
     assert "B/global slot" in text
     panel.deleteLater()
+
+
+def test_a_bad_model_file_is_refused_and_the_working_model_keeps_serving(win, qtbot, tmp_path, data_dir):
+    """Model → Open… a random file: one plain sentence, the old model answers the next message,
+    the panel shows the file that serves, and Apply afterwards gets an answer (no hang)."""
+    idle(win, qtbot)
+    serving = win.model_path
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(os.urandom(1024))
+    win.load_model(str(bad))
+    qtbot.waitUntil(lambda: bool(win.errors) and win.model_ready, timeout=LOAD_TIMEOUT_MS)
+    kind, message = win.errors[-1]
+    assert "bad.gguf is not a GGUF model file" in message and "\\x" not in message and "\n" not in message
+    assert win.model_path == serving and win.settingsPanel.modelEdit.text() == (serving or "")
+    assert "Not applied" in win.settingsPanel.applyStatus.text()
+    win.banner.hide()
+    result = send(win, qtbot, "still there?")
+    assert result.reason == "max_tokens" and win.chat.messages()[-1].status == "done"
+
+
+def test_weights_that_fail_after_the_checks_bring_the_previous_model_back(qtbot, tmp_path, tiny_bpe_gguf):
+    """A file whose header and tensor table pass but whose data does not load: the previous
+    model is loaded again and serves."""
+    w = make_window(tiny_bpe_gguf, tmp_path / "data")
+    try:
+        qtbot.waitUntil(lambda: w.model_ready, timeout=LOAD_TIMEOUT_MS)
+        worker = w.engine.worker
+        real = worker._loader
+
+        def flaky(path):
+            if path and str(path).endswith("other.gguf"):
+                raise MemoryError()
+            return real(path)
+
+        worker._loader, worker._checker = flaky, (lambda path: None)
+        other = tmp_path / "other.gguf"
+        other.write_bytes(tiny_bpe_gguf.read_bytes())
+        w.load_model(str(other))
+        qtbot.waitUntil(lambda: bool(w.errors), timeout=LOAD_TIMEOUT_MS)
+        assert "Out of memory" in w.errors[-1][1] and "still using" in w.errors[-1][1]
+        qtbot.waitUntil(lambda: w.model_ready and worker.session is not None, timeout=LOAD_TIMEOUT_MS)
+        assert w.model_path == str(tiny_bpe_gguf)
+    finally:
+        w.shutdown()
+        w.close()
+
+
+def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot):
+    """The code shading was blended from the streaming bubble's transparent base: solid black
+    with dark text. And a code line wider than the window was cut off."""
+    from app.chat_view import ChatMessage
+
+    idle(win, qtbot)
+    w = win.chat.begin_stream(ChatMessage("assistant", "", status="streaming"))
+    long_line = "print(" + ", ".join(f"value_{i}" for i in range(40)) + ")"
+    w.message.content = "Here:\n\n```python\n" + long_line + "\n```\n"
+    w.body.stream_markdown(w.display_text())
+    qtbot.wait(50)
+    view = w.body.views[0]
+    doc = view.document()
+    block = doc.begin()
+    while block.isValid() and "value_0" not in block.text():
+        block = block.next()
+    assert block.isValid()
+    bg = block.blockFormat().background().color()
+    assert bg.alpha() == 255 and bg.lightness() > 128 or win.palette().color(win.backgroundRole()).lightness() < 128, bg.name()
+    text_color = view.palette().color(view.foregroundRole())
+    assert abs(bg.lightness() - text_color.lightness()) > 100  # text readable on it
+    assert doc.idealWidth() <= view.viewport().width() + 1  # wrapped, nothing cut off
+    win.chat.end_stream("done")
+    win.chat.remove_from(len(win.chat.widgets) - 1)
