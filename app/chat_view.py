@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
 
+READING_WIDTH = 920  # px: the widest the message column gets
 FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
 PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
 
@@ -274,6 +275,16 @@ class ChatView(QScrollArea):
         bar.valueChanged.connect(self._on_scroll)
         bar.rangeChanged.connect(self._on_range)
         self._style_boundary()
+
+    # -- reading width ----------------------------------------------------------------
+
+    def resizeEvent(self, e):  # noqa: N802
+        """On a wide window the messages keep a comfortable reading width, centred."""
+        super().resizeEvent(e)
+        side = max(8, (self.viewport().width() - READING_WIDTH) // 2)
+        m = self._layout.contentsMargins()
+        if m.left() != side:
+            self._layout.setContentsMargins(side, m.top(), side, m.bottom())
 
     # -- scrolling --------------------------------------------------------------------
 

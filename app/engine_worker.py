@@ -24,12 +24,15 @@ and after every request.
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -471,6 +474,23 @@ class EngineWorker(QObject):
 
 
 ABANDONED: list = []  # controllers whose thread was still busy at shutdown (see shutdown)
+_LIVE: "weakref.WeakSet[EngineController]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_engines_at_exit() -> None:
+    """The interpreter is exiting with a window still open (a script's sys.exit, an uncaught
+    error): stop every engine thread first, or Qt aborts the process destroying a running
+    QThread. One stuck in a compile cannot be stopped: leave without destructors then."""
+    for controller in list(_LIVE):
+        try:
+            controller.shutdown(wait_ms=3000)
+        except RuntimeError:  # its Qt objects are already gone
+            pass
+    if ABANDONED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 class EngineController(QObject):
@@ -527,6 +547,7 @@ class EngineController(QObject):
         self._count.connect(self.worker.count_sinks)
         self._next = 0
         self.thread.start()
+        _LIVE.add(self)
 
     def _request(self) -> int:
         self._next += 1

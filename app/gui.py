@@ -1,26 +1,34 @@
 """Start the window: ``run_gui(argv, model_path=None) -> exit code``."""
 from __future__ import annotations
 
-import logging
 import sys
 
 from app import qt_compat  # noqa: F401  (before any Qt call: guards a PySide6 bug, see qt_compat)
+from app.theme import apply_theme  # noqa: E402
 
 
-def apply_theme(app, theme: str = "system") -> None:
-    """Follow the system's light/dark scheme (or the user's choice); the packaged stylesheet only
-    shapes widgets, colours come from the palette.  The sheet is optional."""
-    from PySide6.QtCore import Qt
+def _quit_on_signals(app) -> None:
+    """SIGTERM (a logout, `kill`) and SIGINT (Ctrl+C in the terminal) end the event loop like
+    Quit does, so run_gui's shutdown saves the reply in flight (as interrupted) and stops the
+    engine thread: no "QThread: Destroyed while thread is still running" abort, exit code 0."""
+    import signal
 
-    hints = app.styleHints()
-    if theme in ("light", "dark") and hasattr(hints, "setColorScheme"):
-        hints.setColorScheme(Qt.ColorScheme.Dark if theme == "dark" else Qt.ColorScheme.Light)
-    try:
-        from app.desktop_integration import apply_style
+    from PySide6.QtCore import QTimer
 
-        apply_style(app, theme)
-    except (ImportError, OSError, ValueError) as exc:  # no stylesheet: the native look is fine
-        logging.getLogger(__name__).info("no stylesheet applied: %s", exc)
+    def handler(signum, _frame):
+        app.quit()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):  # not the main thread, or not allowed here
+            return
+    # Python runs signal handlers between bytecodes only; while Qt's loop waits in C++, this
+    # timer lets the interpreter in a few times a second.
+    tick = QTimer(app)
+    tick.setObjectName("signalTick")
+    tick.timeout.connect(lambda: None)
+    tick.start(200)
 
 
 def run_gui(argv: list[str] | None = None, model_path: str | None = None) -> int:
@@ -32,9 +40,11 @@ def run_gui(argv: list[str] | None = None, model_path: str | None = None) -> int
     from app.main_window import MainWindow
 
     win = MainWindow(model_path=model_path)
+    _quit_on_signals(app)
     apply_theme(app, win.settings.theme)
-    # a later system light/dark switch re-picks the sheet; the palette itself updates by itself
-    app.styleHints().colorSchemeChanged.connect(lambda *_: apply_theme(app, win.settings.theme))
+    # a later system light/dark switch re-picks the sheet (System: the palette follows by itself)
+    app.styleHints().colorSchemeChanged.connect(
+        lambda *_: apply_theme(app, win.settings.theme) if win.settings.theme == "system" else None)
     win.show()
     code = app.exec()
     win.shutdown()

@@ -11,16 +11,18 @@ at the top of the chat; nothing modal, nothing lost, the window stays usable.
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import html
 import logging
 import os
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QIcon, QKeySequence, QShortcut
+from PySide6.QtGui import QActionGroup, QDesktopServices, QGuiApplication, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -48,12 +50,29 @@ from .engine_worker import EngineConfig, EngineController, ReplyResult, StatsSna
 from .memory_gauge import MemoryGauge, fmt_bytes
 from .settings import AppSettings, default_settings_path, load_settings, save_settings
 from .settings_panel import SettingsPanel, session_plan
+from .theme import THEMES
+from .ui_state import UiState
 from .store import ConversationStore, StoreError, default_data_dir, default_db_path
 
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_MS = 1000  # a streaming reply is written to the store at most this often
 TITLE_CHARS = 48
+_OPEN_WINDOWS: "weakref.WeakSet[MainWindow]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_windows_at_exit() -> None:
+    """The interpreter exits with a window open: save the reply in flight and stop the engine
+    (runs before engine_worker's own exit hook: atexit runs in reverse order of import)."""
+    for win in list(_OPEN_WINDOWS):
+        try:
+            win.shutdown()
+        except RuntimeError:  # its Qt objects are already gone
+            pass
+CHAT_SHARE = 0.6  # the chat keeps at least this share of the window's width; side panels give way
+SIDE_PANEL_WIDTH = 300  # settings and memory
+CONVERSATIONS_WIDTH = 200
 
 # store status <- what the window shows
 _STORE_STATUS = {"done": "done", "stopped": "stopped", "interrupted": "interrupted", "error": "interrupted"}
@@ -206,11 +225,15 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Pinwheel")
         self.setWindowIcon(app_icon())
         self.errors: list[tuple[str, str]] = []  # (kind, message) shown so far, for tests/logs
+        _OPEN_WINDOWS.add(self)
         self.data_dir = Path(data_dir) if data_dir is not None else default_data_dir()
         self.settings_path = (self.data_dir / "settings.json") if data_dir is not None else default_settings_path()
         self.settings, notices = load_settings(self.settings_path)
         self.model_path = str(model_path) if model_path else (self.settings.model_path or None)
         self._serving_model_path = self.model_path  # the file of the model that serves (kept if another is refused)
+        self.ui_state_path = self.settings_path.parent / "ui_state.json"
+        self.ui_state = UiState.load(self.ui_state_path)
+        self._forced = {"conversations": False, "side": False}  # opened by the user at a tight width
 
         self.model_ready = False
         self.model_info = None
@@ -322,7 +345,9 @@ class MainWindow(QMainWindow):
         right.setWidgetResizable(True)
         right.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         right.setWidget(right_inner)
-        right.setMinimumWidth(300)
+        right.setMinimumWidth(SIDE_PANEL_WIDTH)
+        right.setAccessibleName("Settings and memory")
+        self.sidePanel = right
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.setObjectName("mainSplitter")
@@ -359,18 +384,14 @@ class MainWindow(QMainWindow):
         for w in (self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel, self.cacheLabel):
             sb.addPermanentWidget(w)
 
-        help_menu = self.menuBar().addMenu("&Help")
-        about = help_menu.addAction("&About Pinwheel", self.show_about)
-        about.setShortcut(QKeySequence("F1"))
+        self._build_menus()
 
-        # keyboard
-        QShortcut(QKeySequence("Ctrl+N"), self, self.new_conversation)
+        # keyboard (the menus' shortcuts are on their actions)
         QShortcut(QKeySequence("Ctrl+Return"), self, self.send)
         QShortcut(QKeySequence("Ctrl+Enter"), self, self.send)
         QShortcut(QKeySequence("Escape"), self, self._escape)
         QShortcut(QKeySequence("Ctrl+R"), self, self.regenerate)
         QShortcut(QKeySequence("Ctrl+L"), self, self.input.setFocus)
-        QShortcut(QKeySequence(QKeySequence.StandardKey.Find), self, self.sidebar.search.setFocus)
         QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.copy_last_reply)
         QWidget.setTabOrder(self.sidebar.search, self.sidebar.list)
         QWidget.setTabOrder(self.sidebar.list, self.sidebar.newButton)
@@ -871,17 +892,18 @@ class MainWindow(QMainWindow):
         if request == self._history_request and not self.generating:
             self.stageLabel.setText("Conversation ready")
 
-    def _finish_reply_now(self) -> None:
-        """Leaving a conversation mid-reply: keep what was written, marked stopped."""
+    def _finish_reply_now(self, status: str = "stopped") -> None:
+        """Leaving a conversation mid-reply: keep what was written, marked `status` (stopped;
+        interrupted when the app itself is closing)."""
         r = self.reply
         if r is None:
             return
         self.reply = None
         self._save_timer.stop()
         content = "".join(r.parts)
-        self.chat.end_stream("stopped", content)
+        self.chat.end_stream(status, content)
         if r.message.store_id is not None:
-            self._store(self.store.finish_message, r.message.store_id, "stopped", content)
+            self._store(self.store.finish_message, r.message.store_id, status, content)
 
     def new_conversation(self) -> None:
         self.stop()
@@ -935,6 +957,132 @@ class MainWindow(QMainWindow):
         self.stageLabel.setText(f"Exported to {path}")
         return path
 
+    # ------------------------------------------------------------------ menus and layout
+
+    def _build_menus(self) -> None:
+        def action(menu, text, slot, keys=None, name=""):
+            a = menu.addAction(text)
+            a.triggered.connect(slot)
+            if keys is not None:
+                a.setShortcut(QKeySequence(keys))
+            a.setObjectName(name)
+            return a
+
+        mb = self.menuBar()
+        file_menu = mb.addMenu("&File")
+        self.newChatAction = action(file_menu, "&New chat", self.new_conversation, "Ctrl+N", "newChatAction")
+        self.openModelAction = action(file_menu, "&Open model…", self.choose_model, "Ctrl+O", "openModelAction")
+        file_menu.addSeparator()
+        self.quitAction = action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit, "quitAction")
+        if self.quitAction.shortcut().isEmpty():  # no platform binding: the usual one
+            self.quitAction.setShortcut(QKeySequence("Ctrl+Q"))
+
+        view = mb.addMenu("&View")
+        self.searchAction = action(view, "&Search conversations", self.focus_search,
+                                   QKeySequence.StandardKey.Find, "searchAction")
+        self.conversationsAction = action(view, "&Conversations", lambda on: self.set_panel("conversations", on),
+                                          "Ctrl+B", "conversationsAction")
+        self.sidePanelAction = action(view, "Settings and &memory", lambda on: self.set_panel("side", on),
+                                      "Ctrl+Shift+M", "sidePanelAction")
+        for a in (self.conversationsAction, self.sidePanelAction):
+            a.setCheckable(True)
+        self.settingsAction = action(view, "Se&ttings…", self.focus_settings, "Ctrl+,", "settingsAction")
+        theme_menu = view.addMenu("&Theme")
+        group = QActionGroup(self)
+        self.themeActions = {}
+        for name in THEMES:
+            a = theme_menu.addAction(name.capitalize())
+            a.setCheckable(True)
+            a.setObjectName(f"theme{name.capitalize()}Action")
+            a.triggered.connect(lambda _=False, n=name: self.set_theme(n))
+            group.addAction(a)
+            self.themeActions[name] = a
+        self.themeActions.get(self.settings.theme, self.themeActions["system"]).setChecked(True)
+
+        help_menu = mb.addMenu("&Help")
+        self.shortcutsAction = action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "Ctrl+/",
+                                      "shortcutsAction")
+        action(help_menu, "&About Pinwheel", self.show_about, "F1", "aboutAction")
+        self._fit_panels()
+
+    def shortcut_list(self) -> list[tuple[str, str]]:
+        """(keys, what) for Help → Keyboard shortcuts (and its test)."""
+        rows = [(a.shortcut().toString(QKeySequence.SequenceFormat.NativeText), a.text().replace("&", ""))
+                for a in (self.newChatAction, self.openModelAction, self.quitAction, self.searchAction,
+                          self.conversationsAction, self.sidePanelAction, self.settingsAction, self.shortcutsAction)]
+        return rows + [("Enter / Ctrl+Enter", "Send"), ("Shift+Enter", "New line"), ("Esc", "Stop the reply"),
+                       ("Ctrl+R", "Regenerate the last reply"), ("Ctrl+L", "Go to the message box"),
+                       ("Ctrl+Shift+C", "Copy the last reply"), ("F1", "About Pinwheel")]
+
+    def show_shortcuts(self) -> None:
+        rows = "".join(f"<tr><td><b>{html.escape(k)}</b></td><td>&nbsp;&nbsp;{html.escape(t)}</td></tr>"
+                       for k, t in self.shortcut_list())
+        QMessageBox.information(self, "Keyboard shortcuts", f"<table>{rows}</table>")
+
+    def focus_search(self) -> None:
+        self.set_panel("conversations", True)
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
+
+    def focus_settings(self) -> None:
+        self.set_panel("side", True)
+        self.settingsPanel.setFocus()
+        self.sidePanel.ensureWidgetVisible(self.settingsPanel)
+
+    def set_panel(self, which: str, shown: bool) -> None:
+        """Show or hide a side panel at the user's request (remembered). A panel asked for
+        shows even where the width is tight; one that does not fit hides on its own."""
+        if which == "conversations":
+            self.ui_state.show_conversations = shown
+        else:
+            self.ui_state.show_side_panel = shown
+        self._forced[which] = shown
+        self.ui_state.save(self.ui_state_path)
+        self._fit_panels()
+
+    def _fit_panels(self) -> None:
+        """Each panel shows when the user wants it and it leaves the chat at least 60% of the
+        window (or the user asked for it at this width): the side panel goes first."""
+        if not hasattr(self, "conversationsAction"):
+            return
+        width = max(self.width(), 1)
+        conv_w = max(self.sidebar.minimumSizeHint().width(), CONVERSATIONS_WIDTH)
+        want_conv, want_side = self.ui_state.show_conversations, self.ui_state.show_side_panel
+        side = want_side and (self._forced["side"] or width - SIDE_PANEL_WIDTH - (conv_w if want_conv else 0)
+                              >= CHAT_SHARE * width)
+        conv = want_conv and (self._forced["conversations"]
+                              or width - conv_w - (SIDE_PANEL_WIDTH if side else 0) >= CHAT_SHARE * width)
+        self.sidebar.setVisible(conv)
+        self.sidePanel.setVisible(side)
+        for a, on in ((self.conversationsAction, conv), (self.sidePanelAction, side)):
+            a.blockSignals(True)
+            a.setChecked(on)
+            a.blockSignals(False)
+
+    def resizeEvent(self, e):  # noqa: N802
+        super().resizeEvent(e)
+        old, new = e.oldSize().width(), e.size().width()
+        if old > 0 and new < old:  # shrinking: a panel the user opened at this width may go again
+            self._forced = {k: False for k in self._forced}
+        self._fit_panels()
+
+    def set_theme(self, name: str) -> None:
+        """View → Theme: applied at once and kept in the settings file."""
+        from PySide6.QtWidgets import QApplication
+
+        from app.theme import apply_theme
+
+        self.settings = self.settings.replace(theme=name)
+        try:
+            save_settings(self.settings, self.settings_path)
+        except OSError as exc:
+            self.show_error(f"Couldn't save the theme: {exc.strerror or exc}", "store")
+        app = QApplication.instance()
+        if app is not None:
+            apply_theme(app, name)
+        self.themeActions[name].setChecked(True)
+        self.stageLabel.setText(f"Theme: {name}")
+
     def show_about(self) -> None:
         QMessageBox.about(self, "About Pinwheel", about_text(self.modelLabel.text()))
 
@@ -954,8 +1102,9 @@ class MainWindow(QMainWindow):
         if getattr(self, "_closed", False):
             return
         self._closed = True
+        _OPEN_WINDOWS.discard(self)
         self.engine.cancel()
-        self._finish_reply_now()
+        self._finish_reply_now("interrupted")
         self.engine.shutdown()
         self.store.close()
 

@@ -15,7 +15,7 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QByteArray, QUrl, Qt  # noqa: E402
-from PySide6.QtGui import QPalette, QTextDocument  # noqa: E402
+from PySide6.QtGui import QAction, QPalette, QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
@@ -690,3 +690,79 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot
     assert doc.idealWidth() <= view.viewport().width() + 1  # wrapped, nothing cut off
     win.chat.end_stream("done")
     win.chat.remove_from(len(win.chat.widgets) - 1)
+
+
+def test_at_800x600_the_chat_keeps_60_percent_and_panels_come_back_on_a_wide_screen(win, qtbot):
+    idle(win, qtbot)
+    before = win.size()
+    try:
+        win.resize(800, 600)
+        qtbot.wait(50)
+        assert win.centralWidget().widget(1).width() >= 0.6 * win.width()  # the chat column
+        for w in (win.input, win.sendButton):
+            assert w.isVisible() and w.visibleRegion().boundingRect().width() >= min(w.width(), 40)
+        assert not win.sidePanel.isVisible() and not win.sidePanelAction.isChecked()
+        win.sidePanelAction.trigger()  # asked for: it shows even here
+        qtbot.wait(20)
+        assert win.sidePanel.isVisible()
+        win.sidePanelAction.trigger()
+        assert not win.sidePanel.isVisible() and win.ui_state.show_side_panel is False
+        win.set_panel("side", True)  # the user's wish is remembered...
+        assert win.ui_state.show_side_panel is True
+        win.resize(1920, 1080)
+        qtbot.wait(50)
+        assert win.sidePanel.isVisible() and win.sidebar.isVisible()
+        # ...and on a wide screen the message column keeps a reading width
+        m = win.chat._layout.contentsMargins()
+        assert win.chat.viewport().width() - m.left() - m.right() <= 920 + 1
+    finally:
+        win.resize(before)
+
+
+def test_menus_and_shortcuts(win, qtbot, monkeypatch):
+    idle(win, qtbot)
+    keys = {a.objectName(): a.shortcut().toString() for a in win.findChildren(QAction) if a.objectName()}
+    assert keys["quitAction"] == "Ctrl+Q" and keys["newChatAction"] == "Ctrl+N"
+    assert keys["searchAction"] == "Ctrl+F" and keys["settingsAction"] == "Ctrl+,"
+    assert keys["shortcutsAction"] == "Ctrl+/"
+    win.resize(1400, 900)
+    qtbot.wait(20)
+    win.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is win, timeout=5000)
+    win.input.setFocus()
+    qtbot.keyClick(win.input, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)  # a real key press
+    qtbot.waitUntil(lambda: win.sidebar.search.hasFocus(), timeout=2000)
+    win.set_panel("conversations", False)
+    qtbot.keyClick(win.input, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)
+    assert win.sidebar.isVisible() and win.ui_state.show_conversations
+    listed = dict((t, k) for k, t in win.shortcut_list())
+    assert listed["Quit"] == "Ctrl+Q" and "Stop the reply" in listed
+    shown = []
+    monkeypatch.setattr(main_window_module().QMessageBox, "information", lambda *a: shown.append(a[2]))
+    win.shortcutsAction.trigger()
+    assert shown and "Ctrl+Q" in shown[0] and "Search conversations" in shown[0]
+
+
+def main_window_module():
+    from app import main_window
+
+    return main_window
+
+
+def test_theme_menu_switches_the_palette_and_is_kept(win, qtbot, data_dir):
+    from PySide6.QtWidgets import QApplication
+
+    from app.settings import load_settings
+
+    idle(win, qtbot)
+    app = QApplication.instance()
+    try:
+        win.themeActions["dark"].trigger()
+        assert app.palette().color(QPalette.ColorRole.Window).lightness() < 100
+        assert app.palette().color(QPalette.ColorRole.Text).lightness() > 180
+        assert load_settings(win.settings_path)[0].theme == "dark"
+        win.themeActions["light"].trigger()
+        assert app.palette().color(QPalette.ColorRole.Window).lightness() > 180
+    finally:
+        win.themeActions["system"].trigger()
+    assert win.settings.theme == "system"
