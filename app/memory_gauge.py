@@ -191,8 +191,7 @@ class MemoryGauge(QWidget):
             y += h + 4
 
         budget = max(v.budget_bytes, 1)
-        split = f" · {v.local_layers} local × {v.local_slots:,}" if v.local_layers else ""
-        row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget{split}")
+        row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget")
         bar([(v.kv_bytes / budget, win_c)])
 
         cap = max(v.capacity, 1)
@@ -213,6 +212,8 @@ class MemoryGauge(QWidget):
             p.drawText(QRectF(sx + lh * 0.7, y, tw + 2, lh), Qt.AlignmentFlag.AlignVCenter, label)
             sx += lh * 0.7 + tw + 10
         y += lh
+        if v.local_layers:  # Gemma 3: most layers hold only their sliding window
+            row("Sliding-window layers", f"{v.local_layers} × {v.local_slots:,} slots")
         row("Tokens evicted", f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen")
         row("Model weights", fmt_bytes(v.weight_bytes))
         row("Process RSS", fmt_bytes(v.rss_bytes))
