@@ -27,6 +27,10 @@ from PySide6.QtWidgets import (
 
 from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
 
+def tokens(n: int) -> str:
+    return f"{n:,} token{'s' if n != 1 else ''}"
+
+
 READING_WIDTH = 920  # px: the widest the message column gets
 FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
 PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
@@ -453,12 +457,15 @@ class ChatView(QScrollArea):
         if sink_tokens is not None:
             parts = []
             if system_tokens:
-                parts.append(f"the system prompt ({system_tokens:,})")
+                parts.append(f"your system prompt ({tokens(system_tokens)})")
             pinned = sum(1 for w in self.widgets if w.message.pinned)
             if pinned:
                 parts.append(f"{pinned} pinned message{'s' if pinned > 1 else ''}")
-            what = " and ".join(parts) if parts else "the first tokens of the chat"
-            self.sinkLabel.setText(f"◆ Always in view — {sink_tokens:,} sink tokens: {what}")
+            what = " and ".join(parts) if parts else f"the start of the chat ({tokens(sink_tokens)})"
+            self.sinkLabel.setText(f"◆ Always remembered: {what}")
+            self.sinkLabel.setToolTip(
+                f"{tokens(sink_tokens)} pinned as attention sinks: the model always sees them, however long "
+                "the conversation gets; the rest of the chat lives in a sliding window of recent tokens.")
             self.sinkLabel.setVisible(sink_tokens > 0)
         self.out_of_view = out
         self._boundary = boundary if out > 0 else None

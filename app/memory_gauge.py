@@ -102,7 +102,7 @@ class MemoryGauge(QWidget):
             self.history[-1] = (self.history[-1][0], sample[1], max(v.tok_s, self.history[-1][2]), sample[3])
         self.updates += 1
         self.setAccessibleDescription(self.summary())
-        self.setToolTip(self.summary())
+        self.setToolTip(self.summary().replace("; ", "\n"))  # one fact a line: fits a small screen
         self.update()
 
     def summary(self) -> str:
@@ -110,8 +110,8 @@ class MemoryGauge(QWidget):
         free = max(v.capacity - v.cache_tokens, 0)
         parts = [
             f"KV cache {fmt_bytes(v.kv_bytes)} of {fmt_bytes(v.budget_bytes)} budget" + self._split(),
-            f"{v.sink_tokens} sink tokens, window {max(v.cache_tokens - v.sink_tokens, 0)} of {v.window} used, "
-            f"{free} slots free",
+            f"{v.sink_tokens:,} sink token{'s' if v.sink_tokens != 1 else ''}, "
+            f"window {max(v.cache_tokens - v.sink_tokens, 0):,} of {v.window:,} used, {free:,} slots free",
             f"{v.evicted_tokens:,} tokens evicted of {v.tokens_seen:,} seen",
             f"weights {fmt_bytes(v.weight_bytes)}, process RSS {fmt_bytes(v.rss_bytes)}",
         ]

@@ -322,7 +322,8 @@ class SettingsPanel(QWidget):
                 self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
             change = "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
         self.previewLabel.setText(
-            f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sinks{sink_note} + {plan.window:,} window"
+            f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sink{'s' if plan.sinks != 1 else ''}{sink_note}"
+            f" + {plan.window:,} window"
             f" (budget holds {plan.slots:,})<br>"
             f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
             f" · KV {fmt_bytes(plan.kv_bytes)} of "
