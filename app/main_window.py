@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import PinwheelError
-from engine.session import MIN_WINDOW
+from engine.budget import MIN_WINDOW
 
 from .chat_view import PLACEHOLDER, ChatMessage, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar

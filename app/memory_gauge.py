@@ -190,9 +190,14 @@ class MemoryGauge(QWidget):
             p.drawRoundedRect(rect, 3, 3)
             y += h + 4
 
+        # Allocated once, at the plan's size: the bar shows what the chat fills of it (strong)
+        # and what is reserved but still empty (faint), against the budget.
         budget = max(v.budget_bytes, 1)
+        filled = v.kv_bytes * min(v.cache_tokens / max(v.capacity, 1), 1.0)
         row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget")
-        bar([(v.kv_bytes / budget, win_c)])
+        reserved = QColor(win_c)
+        reserved.setAlpha(70)
+        bar([(filled / budget, win_c), ((v.kv_bytes - filled) / budget, reserved)])
 
         cap = max(v.capacity, 1)
         used_window = max(v.cache_tokens - v.sink_tokens, 0)

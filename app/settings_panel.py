@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.budget import MIB, budget_slots, plan_memory
+from engine.budget import MIB, MIN_SLOTS, budget_slots, plan_memory
 from engine.errors import SettingsError
-from engine.session import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW
+from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW
 
 from .memory_gauge import fmt_bytes
 from .settings import AppSettings
@@ -327,7 +327,15 @@ class SettingsPanel(QWidget):
             f" (budget holds {plan.slots:,})<br>"
             f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
             f" · KV {fmt_bytes(plan.kv_bytes)} of "
-            f"{fmt_bytes(plan.budget_bytes)}{self._split_note(plan)}{change}")
+            f"{fmt_bytes(plan.budget_bytes)}{self._split_note(plan)}{self._floor_note(plan)}{change}")
+
+    @staticmethod
+    def _floor_note(plan) -> str:
+        """A budget below the smallest cache is not silently exceeded: say what it costs."""
+        if plan.kv_bytes <= plan.budget_bytes:
+            return ""
+        return (f"<br>⚠ the smallest cache is {MIN_SLOTS} slots = {fmt_bytes(plan.slots * plan.bytes_per_position)}"
+                f": this budget is below it, so the cache takes {fmt_bytes(plan.kv_bytes)}")
 
     def _split_note(self, plan) -> str:
         """Gemma 3's sliding-window layers hold only what they can see; say so, with the bytes."""

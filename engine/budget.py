@@ -21,6 +21,8 @@ DEFAULT_BUDGET = 11 * MIB + 512 * 1024  # 11.5 MiB, Needle's KV_BUDGET_BYTES
 KV_GROUP = 32  # int8 scale group, and the slot granularity
 MIN_SLOTS = 160  # Needle's KV_WINDOW_MIN
 KV_DTYPES = ("int8", "bf16", "f32")
+AUTO_SINKS_WITHOUT_SYSTEM = 4  # StreamingLLM's 4 attention sinks, when there is no system prompt
+MIN_WINDOW = 32  # sinks never take the whole cache: the model must still see recent tokens
 _VALUE_BYTES = {"int8": 1, "bf16": 2, "f32": 4}
 
 

@@ -19,7 +19,7 @@ from typing import Iterator
 import numpy as np
 
 from . import forward
-from .budget import MemoryPlan, plan_memory
+from .budget import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW, MemoryPlan, plan_memory  # noqa: F401 (re-exported)
 from .decoder import DRAFT_ROWS, Decoder
 from .draft import DraftStats, PromptLookup, next_tokens
 from .errors import SettingsError
@@ -27,8 +27,6 @@ from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats,
 from .sampler import Sampler, SamplingParams
 from .sysmem import rss_bytes
 
-AUTO_SINKS_WITHOUT_SYSTEM = 4  # StreamingLLM's 4 attention sinks
-MIN_WINDOW = 32  # sinks never take the whole cache: the model must still see recent tokens
 STATS_EVERY_S = 0.2
 
 

@@ -6,6 +6,7 @@ One window (and one compiled model) is shared by the module; tests that need a f
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import json
 import time
 
@@ -20,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
 from engine.budget import MIB, plan_memory  # noqa: E402
-from engine.session import MIN_WINDOW  # noqa: E402
+from engine.budget import MIN_WINDOW  # noqa: E402
 
 LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 60_000
@@ -766,3 +767,16 @@ def test_theme_menu_switches_the_palette_and_is_kept(win, qtbot, data_dir):
     finally:
         win.themeActions["system"].trigger()
     assert win.settings.theme == "system"
+
+
+def test_the_window_modules_do_not_import_jax():
+    """The GUI thread never imports JAX (seconds of start-up, and its threads): the constants the
+    window needs live in engine.budget; the engine is imported in the engine thread only."""
+    import subprocess
+    import sys as _sys
+
+    code = "import sys, app.main_window, app.gui; print('jax' in sys.modules, 'engine.session' in sys.modules)"
+    r = subprocess.run([_sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, QT_QPA_PLATFORM="offscreen"), cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-1000:]
+    assert r.stdout.split() == ["False", "False"], r.stdout
