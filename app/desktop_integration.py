@@ -27,8 +27,7 @@ from pathlib import Path
 
 import resources
 
-APP_ID = "pinwheel"  # desktop file name, icon name, Wayland app id
-APP_NAME = "Pinwheel"  # QCoreApplication.applicationName() -> X11 WM_CLASS class
+from app.identity import APP_ID, APP_NAME  # noqa: E402,F401 (re-exported)
 DESKTOP_FILE = f"{APP_ID}.desktop"
 
 # Shared libraries Qt's xcb platform plugin loads (readelf -d on PySide6's libQt6Gui,
@@ -173,7 +172,7 @@ def pinwheel_command() -> list[str]:
 
 def render_desktop_entry(command: list[str] | None = None) -> str:
     """The desktop entry text with Exec set to ``command`` (default: pinwheel_command())."""
-    from app.launcher import get_version
+    from app.identity import get_version
 
     argv = command if command is not None else pinwheel_command()
     exec_value = " ".join(quote_exec_arg(a) for a in argv)

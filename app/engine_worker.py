@@ -40,13 +40,16 @@ from typing import Any, Callable
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine.budget import DEFAULT_BUDGET, plan_memory
+from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM, DEFAULT_BUDGET, plan_memory
 from engine.events import Done, PrefillProgress, Rebuilt, Stats, Token
+
+from .engine_events import (AutoSinks, CacheRebuilt, DevicesFound, Failed, HistoryLoaded, LoadFailed, LoadProgress,
+                            LoadRefused, ModelInfo, ModelLoaded, PinChanged, PlanApplied, ReplyEvent, ReplyFinished,
+                            ReplyResult, StatsReady, StatsSnapshot)
 
 log = logging.getLogger(__name__)
 
 ENGINE_NICE = 5  # the engine thread's nice value (the GUI thread keeps 0)
-AUTO_SINKS_WITHOUT_SYSTEM = 4  # engine.session: StreamingLLM's 4 sinks when there is no system prompt
 
 
 @dataclass(frozen=True)
@@ -64,40 +67,6 @@ class EngineConfig:
     def plan_args(self) -> dict[str, Any]:
         return {"kv_dtype": self.kv_dtype, "budget_bytes": self.budget_bytes,
                 "window": self.window or None}
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    path: str
-    name: str
-    config: Any  # engine.config.ModelConfig
-    device: str
-    plan: Any  # engine.budget.MemoryPlan actually allocated
-    load_s: float
-
-
-@dataclass(frozen=True)
-class StatsSnapshot:
-    """What the gauge and the chat view need, taken in the engine thread."""
-
-    stats: Any  # engine SessionStats
-    t: float  # time.monotonic()
-    tok_s: float  # decode rate over the last second (0 when idle)
-    device_bytes: int | None = None  # accelerator memory in use, when on a GPU
-
-
-@dataclass(frozen=True)
-class ReplyResult:
-    request: int
-    reason: str  # "eos" | "max_tokens" | "cancelled" | "error"
-    reply: str
-    generated_tokens: int = 0
-    prompt_tokens: int = 0
-    decode_tok_s: float = 0.0
-    prefill_tok_s: float = 0.0
-    ttft_s: float | None = None
-    error: str = ""
-    roles: tuple[str, ...] | None = None  # the session's messages afterwards (to check it is in step)
 
 
 def describe_error(exc: BaseException) -> tuple[str, str]:
@@ -147,21 +116,7 @@ def _select_device(name: str):
 class EngineWorker(QObject):
     """Lives in the engine thread; every slot runs there, one at a time."""
 
-    loadProgress = Signal(str, int, int)  # stage, done, total (total 0 = indeterminate)
-    modelLoaded = Signal(object)  # ModelInfo
-    loadFailed = Signal(str, str)  # kind, message
-    loadRefused = Signal(str, str)  # kind, message: another file was refused, the loaded model serves on
-    devicesFound = Signal(list)  # ["cpu", "gpu"...]
-    prefillProgress = Signal(int, int, int)  # request, done, total
-    token = Signal(int, str)  # request, text piece
-    statsReady = Signal(object)  # StatsSnapshot
-    replyFinished = Signal(object)  # ReplyResult
-    planApplied = Signal(bool, object, str)  # rebuilt, plan, note
-    pinChanged = Signal(int, bool)  # conversation message index, pinned
-    historyLoaded = Signal(int)  # request
-    autoSinks = Signal(str, int)  # system prompt, the tokens "auto" sinks would pin
-    rebuilt = Signal(int, float)  # the cache was re-encoded: tokens, seconds
-    failed = Signal(str, str)  # kind, message (not tied to a reply)
+    event = Signal(object)  # an app.engine_events object: everything the window hears
 
     def __init__(self, loader: Callable[[str | None], tuple[Any, str]] | None = None,
                  checker: Callable[[str | None], None] | None = None):
@@ -250,7 +205,7 @@ class EngineWorker(QObject):
         tok_s = 0.0
         if len(recent) >= 2:
             tok_s = (len(recent) - 1) / max(recent[-1] - recent[0], 1e-6)
-        self.statsReady.emit(StatsSnapshot(stats, now, tok_s, self._device_bytes()))
+        self.event.emit(StatsReady(StatsSnapshot(stats, now, tok_s, self._device_bytes())))
 
     # ------------------------------------------------------------------ slots
 
@@ -270,7 +225,7 @@ class EngineWorker(QObject):
                 found.append("cpu")
         except Exception:  # noqa: BLE001 - no usable backend: offer the CPU
             found = ["cpu"]
-        self.devicesFound.emit(found)
+        self.event.emit(DevicesFound(tuple(found)))
 
     @Slot(object, object, object)
     def load(self, path: str | None, cfg: EngineConfig, history: list[dict] | None) -> None:
@@ -283,22 +238,22 @@ class EngineWorker(QObject):
         previous = self._loaded if self.model is not None else None
         if previous is not None:
             try:
-                self.loadProgress.emit("Checking the model file…", 0, 4)
+                self.event.emit(LoadProgress("Checking the model file…", 0, 4))
                 self._checker(path)
             except Exception as exc:  # noqa: BLE001 - the working model stays
                 log.info("model file refused: %s", exc)
-                self.loadRefused.emit(*describe_error(exc))
+                self.event.emit(LoadRefused(*describe_error(exc)))
                 return
         failure = self._load_now(path, cfg, history)
         if failure is None:
             return
         if previous is None:
-            self.loadFailed.emit(*failure)
+            self.event.emit(LoadFailed(*failure))
             return
-        self.loadRefused.emit(*failure)  # the window keeps the chat going on the previous model
+        self.event.emit(LoadRefused(*failure))  # the window keeps the chat going on the previous model
         again = self._load_now(previous[0], previous[1], history)
         if again is not None:
-            self.loadFailed.emit(*again)
+            self.event.emit(LoadFailed(*again))
 
     def _load_now(self, path: str | None, cfg: EngineConfig, history: list[dict] | None) -> tuple[str, str] | None:
         """Load; returns None, or (kind, message) of the failure (nothing is loaded then)."""
@@ -307,19 +262,19 @@ class EngineWorker(QObject):
         self.model = None
         self._loaded = None
         try:
-            self.loadProgress.emit("Reading the model file…", 0, 4)
+            self.event.emit(LoadProgress("Reading the model file…", 0, 4))
             self._device = _select_device(cfg.device)
             model, resolved = self._loader(path)
-            self.loadProgress.emit("Allocating the KV cache…", 1, 4)
+            self.event.emit(LoadProgress("Allocating the KV cache…", 1, 4))
             self.model = model
             self.config = cfg
             session = self._new_session(cfg)
-            self.loadProgress.emit("Preparing the model…" if session.decoder.compiled_before()
-                                   else "Compiling for this machine (first run only)…", 2, 4)
+            self.event.emit(LoadProgress("Preparing the model…" if session.decoder.compiled_before()
+                                   else "Compiling for this machine (first run only)…", 2, 4))
             session.warmup()  # compile the prefill and decode steps now, not at the first message
             self.session = session
             if history:
-                self.loadProgress.emit("Reading the conversation…", 3, 4)
+                self.event.emit(LoadProgress("Reading the conversation…", 3, 4))
                 session.load_history(history)
                 session.resync()
             # JAX, the weights and the compiled steps are hundreds of thousands of long-lived
@@ -328,12 +283,12 @@ class EngineWorker(QObject):
             # young generations), so later full passes only walk what the chat creates.
             gc.collect(1)
             gc.freeze()
-            self.loadProgress.emit("Ready", 4, 4)
+            self.event.emit(LoadProgress("Ready", 4, 4))
             name = getattr(model, "name", "") or os.path.basename(resolved)
-            self.modelLoaded.emit(ModelInfo(resolved, name, model.config,
+            self.event.emit(ModelLoaded(ModelInfo(resolved, name, model.config,
                                             getattr(self._device, "platform", cfg.device),
-                                            session.plan, time.monotonic() - t0))
-            self.autoSinks.emit(cfg.system, self.system_tokens(cfg.system))
+                                            session.plan, time.monotonic() - t0)))
+            self.event.emit(AutoSinks(cfg.system, self.system_tokens(cfg.system)))
             self._emit_stats()
             self._loaded = (path, cfg)
             return None
@@ -353,11 +308,11 @@ class EngineWorker(QObject):
     def generate(self, request: int, kind: str, text: str, sampling: dict | None) -> None:
         """kind: "send" (text = the user's message), "regenerate", "edit" (text = new message)."""
         if self.session is None:
-            self.replyFinished.emit(ReplyResult(request, "error", "", error="No model is loaded."))
+            self.event.emit(ReplyFinished(ReplyResult(request, "error", "", error="No model is loaded.")))
             return
         session = self.session
         if self._cancelled(request):
-            self.replyFinished.emit(ReplyResult(request, "cancelled", "", roles=self._roles()))
+            self.event.emit(ReplyFinished(ReplyResult(request, "cancelled", "", roles=self._roles())))
             return
         pieces: list[str] = []
         self._token_times.clear()
@@ -378,15 +333,15 @@ class EngineWorker(QObject):
                     if ev.text:
                         self._token_times.append(time.monotonic())
                         pieces.append(ev.text)
-                        self.token.emit(request, ev.text)
+                        self.event.emit(ReplyEvent(request, ev))
                 elif isinstance(ev, Stats):
                     self._emit_stats(ev.stats)
                 elif isinstance(ev, PrefillProgress):
-                    self.prefillProgress.emit(request, ev.done, ev.total)
+                    self.event.emit(ReplyEvent(request, ev))
                 elif isinstance(ev, Done):
                     done = ev
                 elif isinstance(ev, Rebuilt):
-                    self.rebuilt.emit(ev.tokens, ev.seconds)
+                    self.event.emit(CacheRebuilt(ev.tokens, ev.seconds))
                 if self._cancelled(request):
                     session.cancel()  # a Stop that came before the stream had started
             if done is None:
@@ -400,7 +355,7 @@ class EngineWorker(QObject):
             result = ReplyResult(request, "error", "".join(pieces), len(pieces),
                                  error=describe_error(exc)[1])
         self._token_times.clear()
-        self.replyFinished.emit(replace(result, roles=self._roles()))
+        self.event.emit(ReplyFinished(replace(result, roles=self._roles())))
         self._emit_stats()
 
     @Slot(object)
@@ -409,7 +364,7 @@ class EngineWorker(QObject):
         its size or precision changes, re-read only when what it must hold changed."""
         if self.session is None:  # every request gets an answer: never leave "Applying…" up
             self.config = cfg
-            self.failed.emit("engine", "No model is loaded: open a GGUF model file first.")
+            self.event.emit(Failed("engine", "No model is loaded: open a GGUF model file first."))
             return
         try:
             s = self.session
@@ -425,11 +380,11 @@ class EngineWorker(QObject):
                 note = "re-read"
             else:
                 note = "unchanged"
-            self.planApplied.emit(rebuilt, s.plan, note)
-            self.autoSinks.emit(cfg.system, self.system_tokens(cfg.system))
+            self.event.emit(PlanApplied(rebuilt, s.plan, note))
+            self.event.emit(AutoSinks(cfg.system, self.system_tokens(cfg.system)))
         except Exception as exc:  # noqa: BLE001 - shown in the window
             log.warning("apply failed:\n%s", traceback.format_exc())
-            self.failed.emit(*describe_error(exc))
+            self.event.emit(Failed(*describe_error(exc)))
         self._emit_stats()
 
     @Slot(int, bool)
@@ -439,9 +394,9 @@ class EngineWorker(QObject):
             return
         try:
             self.session.set_pinned(index, pinned)
-            self.pinChanged.emit(index, pinned)
+            self.event.emit(PinChanged(index, pinned))
         except Exception as exc:  # noqa: BLE001 - shown in the window
-            self.failed.emit(*describe_error(exc))
+            self.event.emit(Failed(*describe_error(exc)))
         self._emit_stats()
 
     @Slot(int, object)
@@ -458,8 +413,8 @@ class EngineWorker(QObject):
                 self.session = None
                 self.session = self._new_session(self.config)
         except Exception as exc:  # noqa: BLE001 - shown in the window
-            self.failed.emit(*describe_error(exc))
-        self.historyLoaded.emit(request)
+            self.event.emit(Failed(*describe_error(exc)))
+        self.event.emit(HistoryLoaded(request))
         self._emit_stats()
 
     @Slot(str)
@@ -468,7 +423,7 @@ class EngineWorker(QObject):
         if self.session is None:
             return
         try:
-            self.autoSinks.emit(system, self.system_tokens(system))
+            self.event.emit(AutoSinks(system, self.system_tokens(system)))
         except Exception as exc:  # noqa: BLE001 - only a preview (a broken template shows on Apply)
             log.info("counting the system prompt failed: %s", exc)
 
@@ -503,24 +458,7 @@ class EngineController(QObject):
     and everything connected to the controller runs in the GUI thread.
     """
 
-    loadProgress = Signal(str, int, int)
-    modelLoaded = Signal(object)
-    loadFailed = Signal(str, str)
-    loadRefused = Signal(str, str)
-    devicesFound = Signal(list)
-    prefillProgress = Signal(int, int, int)
-    token = Signal(int, str)
-    statsReady = Signal(object)
-    replyFinished = Signal(object)
-    planApplied = Signal(bool, object, str)
-    pinChanged = Signal(int, bool)
-    historyLoaded = Signal(int)
-    autoSinks = Signal(str, int)
-    rebuilt = Signal(int, float)
-    failed = Signal(str, str)
-    RELAYED = ("loadProgress", "modelLoaded", "loadFailed", "loadRefused", "devicesFound", "prefillProgress", "token",
-               "statsReady", "replyFinished", "planApplied", "pinChanged", "historyLoaded", "autoSinks",
-               "rebuilt", "failed")
+    event = Signal(object)  # the worker's events, re-emitted in the GUI thread
 
     _load = Signal(object, object, object)
     _generate = Signal(int, str, str, object)
@@ -536,8 +474,7 @@ class EngineController(QObject):
         self.thread.setObjectName("pinwheel-engine")
         self.worker = EngineWorker(loader, checker)
         self.worker.moveToThread(self.thread)
-        for name in self.RELAYED:
-            getattr(self.worker, name).connect(getattr(self, name))
+        self.worker.event.connect(self.event)
         self._load.connect(self.worker.load)
         self._generate.connect(self.worker.generate)
         self._apply.connect(self.worker.apply_config)

@@ -22,9 +22,10 @@ import os
 import sys
 import time
 
+from app.identity import DIST_NAME, get_version  # noqa: F401 (re-exported: the launcher's --version)
+
 CLI_COMMANDS = ("chat", "plan", "score", "bench")
 DESKTOP_COMMANDS = ("install-desktop", "uninstall-desktop")
-DIST_NAME = "pinwheel-chat"
 
 HELP = """\
 usage: pinwheel [--model PATH] [Qt options]
@@ -49,23 +50,6 @@ options:
 
 `pinwheel COMMAND --help` lists a command's options.
 """
-
-
-def get_version() -> str:
-    """The version of this Pinwheel (engine/version.py is the one place it is written).
-
-    Read from the installed distribution's metadata first, which is generated from
-    engine/version.py at build time and needs no import of the engine package; a source
-    checkout that is not installed falls back to engine.version itself.
-    """
-    from importlib import metadata
-
-    try:
-        return metadata.version(DIST_NAME)
-    except metadata.PackageNotFoundError:
-        from engine.version import __version__
-
-        return __version__
 
 
 def _err(msg: str) -> None:
@@ -121,7 +105,7 @@ def set_app_identity() -> None:
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtGui import QGuiApplication
 
-    from app.desktop_integration import APP_ID, APP_NAME
+    from app.identity import APP_ID, APP_NAME
 
     QCoreApplication.setApplicationName(APP_NAME)
     QCoreApplication.setApplicationVersion(get_version())

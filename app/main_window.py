@@ -46,7 +46,9 @@ from engine.budget import MIN_WINDOW
 
 from .chat_view import PLACEHOLDER, ChatMessage, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar
-from .engine_worker import EngineConfig, EngineController, ReplyResult, StatsSnapshot
+from . import engine_events as E
+from .engine_events import ReplyResult, StatsSnapshot
+from .engine_worker import EngineConfig, EngineController
 from .memory_gauge import MemoryGauge, fmt_bytes
 from .settings import AppSettings, default_settings_path, load_settings, save_settings
 from .settings_panel import SettingsPanel, session_plan
@@ -415,24 +417,48 @@ class MainWindow(QMainWindow):
             self.show_error(f"{exc} Conversations will not be saved this session.", "store")
 
     def _connect_engine(self) -> None:
-        w = self.engine  # its signals arrive in this (the GUI) thread
-        w.loadProgress.connect(self._on_load_progress)
-        w.modelLoaded.connect(self._on_model_loaded)
-        w.loadFailed.connect(self._on_load_failed)
-        w.loadRefused.connect(self._on_load_refused)
-        w.devicesFound.connect(self.settingsPanel.set_devices)
-        w.prefillProgress.connect(self._on_prefill)
-        w.token.connect(self._on_token)
-        w.statsReady.connect(self._on_stats)
-        w.replyFinished.connect(self._on_reply_finished)
-        w.planApplied.connect(self._on_plan_applied)
-        w.pinChanged.connect(self._on_pin_changed)
-        w.failed.connect(self._on_engine_failed)
-        w.autoSinks.connect(self.settingsPanel.set_auto_sinks)
-        w.historyLoaded.connect(self._on_history_loaded)
-        w.rebuilt.connect(lambda tokens, secs: self.stageLabel.setText(
-            f"Re-read {tokens:,} tokens of the conversation in {secs:.1f} s"))
+        self._handler_table = None
+        self.engine.event.connect(self._on_engine_event)  # arrives in this (the GUI) thread
         self.settingsPanel.systemPromptEdited.connect(self.engine.count_sinks)
+
+    # ------------------------------------------------------------------ the engine's news
+
+    def _on_engine_event(self, ev) -> None:
+        """Everything the engine thread says comes here, one app.engine_events object at a time."""
+        if self._handler_table is None:
+            self._handler_table = self._event_handlers()
+        handler = self._handler_table.get(type(ev))
+        if handler is None:
+            log.warning("unhandled engine event %r", ev)
+            return
+        handler(ev)
+
+    def _event_handlers(self) -> dict:
+        from engine.events import PrefillProgress, Token  # (pure dataclasses: no JAX)
+
+        def reply(ev: E.ReplyEvent) -> None:
+            if isinstance(ev.event, Token):
+                self._on_token(ev.request, ev.event.text)
+            elif isinstance(ev.event, PrefillProgress):
+                self._on_prefill(ev.request, ev.event.done, ev.event.total)
+
+        return {
+            E.LoadProgress: lambda ev: self._on_load_progress(ev.stage, ev.done, ev.total),
+            E.ModelLoaded: lambda ev: self._on_model_loaded(ev.info),
+            E.LoadFailed: lambda ev: self._on_load_failed(ev.kind, ev.message),
+            E.LoadRefused: lambda ev: self._on_load_refused(ev.kind, ev.message),
+            E.DevicesFound: lambda ev: self.settingsPanel.set_devices(list(ev.devices)),
+            E.ReplyEvent: reply,
+            E.StatsReady: lambda ev: self._on_stats(ev.snapshot),
+            E.ReplyFinished: lambda ev: self._on_reply_finished(ev.result),
+            E.PlanApplied: lambda ev: self._on_plan_applied(ev.rebuilt, ev.plan, ev.note),
+            E.PinChanged: lambda ev: self._on_pin_changed(ev.index, ev.pinned),
+            E.Failed: lambda ev: self._on_engine_failed(ev.kind, ev.message),
+            E.AutoSinks: lambda ev: self.settingsPanel.set_auto_sinks(ev.system, ev.tokens),
+            E.HistoryLoaded: lambda ev: self._on_history_loaded(ev.request),
+            E.CacheRebuilt: lambda ev: self.stageLabel.setText(
+                f"Re-read {ev.tokens:,} tokens of the conversation in {ev.seconds:.1f} s"),
+        }
 
     # ------------------------------------------------------------------ helpers
 
@@ -1111,7 +1137,7 @@ class MainWindow(QMainWindow):
 
 def about_text(model: str = "") -> str:
     """The About box: the one version number (engine/version.py) and what is running."""
-    from app.launcher import get_version
+    from app.identity import get_version
 
     lines = [
         f"<h3>Pinwheel {get_version()}</h3>",

@@ -10,7 +10,10 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import QThread  # noqa: E402
 
+from app.engine_events import (AutoSinks, Failed, LoadFailed, ModelLoaded, PlanApplied,  # noqa: E402
+                               ReplyFinished, StatsReady)
 from app.engine_worker import EngineConfig, EngineController, describe_error  # noqa: E402
+from tests.app.engine_waits import expect, on, on_tokens  # noqa: E402
 from engine.budget import MIB  # noqa: E402
 from engine.errors import ModelFileError, SettingsError  # noqa: E402
 
@@ -32,8 +35,8 @@ def test_describe_error_gives_one_line_and_a_kind():
 def engine(qapp, tiny_bpe_gguf):
     ctl = EngineController()
     loaded = []
-    ctl.modelLoaded.connect(loaded.append)
-    ctl.loadFailed.connect(lambda *a: loaded.append(a))
+    on(ctl, ModelLoaded, lambda ev: loaded.append(ev.info))
+    on(ctl, LoadFailed, lambda ev: loaded.append((ev.kind, ev.message)))
     try:
         ctl.load(str(tiny_bpe_gguf), EngineConfig(system="You are terse.", sampling=SAMPLING))
         deadline = time.monotonic() + TIMEOUT_MS / 1000
@@ -54,15 +57,14 @@ def run_reply(qtbot, engine, text="Hello there", kind="send", sampling=SAMPLING)
         threads.add(QThread.currentThread())
         pieces.append((req, piece))
 
-    engine.token.connect(on_token)
-    engine.statsReady.connect(stats.append)
+    slots = [on_tokens(engine, on_token), on(engine, StatsReady, lambda ev: stats.append(ev.snapshot))]
     try:
-        with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+        with expect(qtbot, engine, ReplyFinished, TIMEOUT_MS) as got:
             req = engine.generate(kind, text, sampling)
     finally:
-        engine.token.disconnect(on_token)
-        engine.statsReady.disconnect(stats.append)
-    result = blocker.args[0]
+        for slot in slots:
+            engine.event.disconnect(slot)
+    result = got[0].result
     assert result.request == req
     return result, [p for r, p in pieces if r == req], threads, stats
 
@@ -75,7 +77,7 @@ def test_load_reports_the_model_and_its_plan(engine):
     assert engine.worker.thread() is engine.thread and engine.thread is not QThread.currentThread()
 
 
-def test_reply_streams_as_signals_in_the_gui_thread(qtbot, engine):
+def test_reply_streams_as_events_in_the_gui_thread(qtbot, engine):
     result, pieces, threads, stats = run_reply(qtbot, engine)
     assert result.reason == "max_tokens" and result.generated_tokens == SAMPLING["max_tokens"]
     assert "".join(pieces) == result.reply
@@ -87,15 +89,16 @@ def test_reply_streams_as_signals_in_the_gui_thread(qtbot, engine):
 
 def test_stop_from_the_gui_thread_returns_at_once(qtbot, engine):
     got = []
-    engine.token.connect(lambda r, p: got.append(r))
+    slot = on_tokens(engine, lambda r, p: got.append(r))
     long = {**SAMPLING, "max_tokens": 100_000}
-    with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+    with expect(qtbot, engine, ReplyFinished, TIMEOUT_MS) as finished:
         req = engine.generate("send", "Tell me everything", long)
         qtbot.waitUntil(lambda: got.count(req) >= 5, timeout=TIMEOUT_MS)
         t0 = time.perf_counter()
         engine.cancel()
         assert time.perf_counter() - t0 < 0.01  # never waits for the engine thread
-    result = blocker.args[0]
+    engine.event.disconnect(slot)
+    result = finished[0].result
     assert result.reason == "cancelled" and result.reply and result.generated_tokens < 100_000
     s = engine.worker.session
     assert s.messages[-1]["role"] == "assistant" and s.messages[-1].get("interrupted")
@@ -106,10 +109,10 @@ def test_stop_from_the_gui_thread_returns_at_once(qtbot, engine):
 
 def test_stop_before_the_request_starts_cancels_it(qtbot, engine):
     n = len(engine.worker.session.messages)
-    with qtbot.waitSignal(engine.replyFinished, timeout=TIMEOUT_MS) as blocker:
+    with expect(qtbot, engine, ReplyFinished, TIMEOUT_MS) as got:
         engine.generate("send", "never answered", SAMPLING)
         engine.cancel()
-    result = blocker.args[0]
+    result = got[0].result
     assert result.reason == "cancelled" and not result.reply
     # cancelled before it started (nothing happened) or during the prompt (the question stays)
     assert result.roles == tuple(m["role"] for m in engine.worker.session.messages)
@@ -135,9 +138,9 @@ def test_apply_says_whether_the_cache_was_rebuilt(qtbot, engine):
         (EngineConfig(system="Answer in French.", window=64, sampling=SAMPLING), None, None),
         (base, True, "reallocated"),
     ):
-        with qtbot.waitSignal(engine.planApplied, timeout=TIMEOUT_MS) as blocker:
+        with expect(qtbot, engine, PlanApplied, TIMEOUT_MS) as got:
             engine.apply(cfg)
-        rebuilt, plan, note = blocker.args
+        rebuilt, plan, note = got[0].rebuilt, got[0].plan, got[0].note
         if want_rebuilt is not None:
             assert (rebuilt, note) == (want_rebuilt, want_note), cfg
         assert plan == engine.worker.session.plan
@@ -148,10 +151,9 @@ def test_apply_says_whether_the_cache_was_rebuilt(qtbot, engine):
 
 def test_auto_sinks_are_counted_in_the_engine_thread(qtbot, engine):
     def counted(text):
-        with qtbot.waitSignal(engine.autoSinks, timeout=TIMEOUT_MS,
-                              check_params_cb=lambda system, n: system == text) as blocker:
+        with expect(qtbot, engine, AutoSinks, TIMEOUT_MS, check=lambda ev: ev.system == text) as got:
             engine.count_sinks(text)
-        return blocker.args[1]
+        return got[0].tokens
 
     assert counted("You are terse.") == len(engine.worker.session._system_ids) > 4
     assert counted("") == 4  # no system prompt: StreamingLLM's 4 sinks
@@ -159,17 +161,17 @@ def test_auto_sinks_are_counted_in_the_engine_thread(qtbot, engine):
     assert longer > counted("You are terse.")
 
 
-def test_errors_come_back_as_signals(qtbot, engine):
+def test_errors_come_back_as_events(qtbot, engine):
     s = engine.worker.session
-    with qtbot.waitSignal(engine.failed, timeout=TIMEOUT_MS) as blocker:
+    with expect(qtbot, engine, Failed, TIMEOUT_MS) as got:
         engine.set_pinned(10_000, True)
-    kind, message = blocker.args
+    kind, message = got[0].kind, got[0].message
     assert kind == "engine" and "no message" in message
     # an impossible plan is refused with what would fit; the session keeps its plan
     before = s.plan
-    with qtbot.waitSignal(engine.failed, timeout=TIMEOUT_MS) as blocker:
+    with expect(qtbot, engine, Failed, TIMEOUT_MS) as got:
         engine.apply(EngineConfig(system="You are terse.", budget_bytes=-1 * MIB, sampling=SAMPLING))
-    assert "budget" in blocker.args[1].lower() and s.plan == before
+    assert "budget" in got[0].message.lower() and s.plan == before
     with pytest.raises(SettingsError):
         engine.worker._sampling_from({"top_p": 0.0})
 
@@ -179,13 +181,13 @@ def test_a_broken_model_file_fails_cleanly(qtbot, qapp, tmp_path, tiny_bpe_gguf)
     bad.write_bytes(b"GGUF" + b"\0" * 64)
     ctl = EngineController()
     try:
-        with qtbot.waitSignal(ctl.loadFailed, timeout=TIMEOUT_MS) as blocker:
+        with expect(qtbot, ctl, LoadFailed, TIMEOUT_MS) as got:
             ctl.load(str(bad), EngineConfig())
-        kind, message = blocker.args
+        kind, message = got[0].kind, got[0].message
         assert kind == "engine" and message and "\n" not in message
-        with qtbot.waitSignal(ctl.replyFinished, timeout=TIMEOUT_MS) as blocker:
+        with expect(qtbot, ctl, ReplyFinished, TIMEOUT_MS) as got:
             ctl.generate("send", "hello", SAMPLING)
-        assert blocker.args[0].reason == "error" and "No model" in blocker.args[0].error
+        assert got[0].result.reason == "error" and "No model" in got[0].result.error
     finally:
         assert ctl.shutdown()
 

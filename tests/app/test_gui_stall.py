@@ -86,7 +86,9 @@ def test_gui_thread_stall_while_streaming(qtbot, tiny_bpe_gguf, tmp_path):
             win.stop()
 
         tokens = []
-        win.engine.token.connect(lambda r, p: tokens.append(p))
+        from tests.app.engine_waits import on_tokens
+
+        on_tokens(win.engine, lambda r, p: tokens.append(p))
         win.input.setPlainText("Write a long **Markdown** answer with `code` please")
         qtbot.keyClick(win.input, Qt.Key.Key_Return)
         qtbot.waitUntil(lambda: len(tokens) > 10, timeout=60_000)

@@ -21,7 +21,9 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
 from engine.budget import MIB, plan_memory  # noqa: E402
+from app.engine_events import Failed, PinChanged, PlanApplied, StatsReady  # noqa: E402
 from engine.budget import MIN_WINDOW  # noqa: E402
+from tests.app.engine_waits import expect, on, on_tokens  # noqa: E402
 
 LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 60_000
@@ -139,7 +141,7 @@ def test_send_streams_a_reply_and_stores_it(win, qtbot, data_dir, monkeypatch):
         real = getattr(Decoder, name)
         monkeypatch.setattr(Decoder, name, lambda self, *a, _real=real, **k: (time.sleep(0.02), _real(self, *a, **k))[1])
     lengths = []
-    win.engine.token.connect(lambda *_: lengths.append(len(win.chat.messages()[-1].content)))
+    on_tokens(win.engine, lambda *_: lengths.append(len(win.chat.messages()[-1].content)))
     result = send(win, qtbot, "Hello, **world**!")
     msgs = win.chat.messages()
     assert [m.role for m in msgs[-2:]] == ["user", "assistant"]
@@ -209,7 +211,7 @@ def test_regenerate_and_edit_last_message(win, qtbot, data_dir):
 def test_gauge_updates_during_generation(win, qtbot):
     idle(win, qtbot)
     seen = []
-    win.engine.statsReady.connect(lambda snap: seen.append((win.generating, snap.stats.tokens_seen)))
+    on(win.engine, StatsReady, lambda ev: seen.append((win.generating, ev.snapshot.stats.tokens_seen)))
     before = win.gauge.updates
     set_settings(win, max_tokens=100_000)
     try:
@@ -270,10 +272,10 @@ def apply_and_wait(win, qtbot, **changes):
         panel.kvDtypeCombo.setCurrentIndex(panel.kvDtypeCombo.findData(changes["kv_dtype"]))
     if "sinks" in changes:
         panel.sinkSpin.setValue(changes["sinks"])
-    with qtbot.waitSignal(win.engine.planApplied, timeout=REPLY_TIMEOUT_MS) as blocker:
+    with expect(qtbot, win.engine, PlanApplied, REPLY_TIMEOUT_MS) as got:
         qtbot.mouseClick(panel.applyButton, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: panel.applyStatus.text() != "Applying…", timeout=5000)
-    return blocker.args
+    return got[0].rebuilt, got[0].plan, got[0].note
 
 
 def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
@@ -323,7 +325,7 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
     assert not win.chat.messages()[0].pinned
     preview = win.pinBar.label.text()
     assert f"Sinks {sinks_before:,} → {sinks_before + tokens:,}" in preview, preview
-    with qtbot.waitSignal(win.engine.pinChanged, timeout=REPLY_TIMEOUT_MS):
+    with expect(qtbot, win.engine, PinChanged, REPLY_TIMEOUT_MS):
         qtbot.mouseClick(win.pinBar.ok, Qt.MouseButton.LeftButton)
 
     def pinned_in_sinks():
@@ -343,7 +345,7 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
     unpin = next(a for a in menu.actions() if a.text() == "Unpin")
     unpin.trigger()
     assert "Unpin" in win.pinBar.ok.text()
-    with qtbot.waitSignal(win.engine.pinChanged, timeout=REPLY_TIMEOUT_MS):
+    with expect(qtbot, win.engine, PinChanged, REPLY_TIMEOUT_MS):
         qtbot.mouseClick(win.pinBar.ok, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: win.last_stats.stats.sink_tokens == sinks_before, timeout=10_000)
     assert not win.chat.messages()[0].pinned and not stored(data_dir, win.current_id)[0].pinned
@@ -362,7 +364,7 @@ def test_a_refused_setting_leaves_the_working_one_in_force(win, qtbot, monkeypat
     monkeypatch.setattr(win.engine.worker.session, "apply_plan", refuse)
     panel = win.settingsPanel
     panel.windowSpin.setValue(before.window + 32 if before.window else 64)
-    with qtbot.waitSignal(win.engine.failed, timeout=REPLY_TIMEOUT_MS):
+    with expect(qtbot, win.engine, Failed, REPLY_TIMEOUT_MS):
         qtbot.mouseClick(panel.applyButton, Qt.MouseButton.LeftButton)
     assert "Not applied" in panel.applyStatus.text() and "at most 100 tokens" in panel.applyStatus.text()
     assert win.settings == before and (data_dir / "settings.json").read_text() == saved
