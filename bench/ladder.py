@@ -143,8 +143,10 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
 LADDER_SETTINGS = dict(prefill=(200,), decode=(128,), repeat=2, long_repeat=1)
 
 
-def run(args) -> int:
-    """Both engines on every rung and type, alternating; a table, JSON and a PNG."""
+def run(args, R) -> int:
+    """Both engines on every rung and type, alternating; a table, JSON and a PNG. R: the bench.run
+    module, whose speed workers time each rung (handed in, so this module imports nothing of
+    bench.run and bench.run can dispatch --ladder here)."""
     import json
     import os
     import sys
@@ -152,8 +154,6 @@ def run(args) -> int:
     import time
 
     from engine.model_locator import locate_model
-
-    from . import run as R
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)

@@ -829,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ladder:
         from bench import ladder
 
-        return ladder.run(args)
+        return ladder.run(args, sys.modules[__name__])
     return orchestrate(args)
 
 
