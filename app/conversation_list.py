@@ -8,10 +8,12 @@ from __future__ import annotations
 import time
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QStyle,
+    QStyledItemDelegate,
     QHBoxLayout,
     QLineEdit,
     QListWidget,
@@ -23,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 ID_ROLE = Qt.ItemDataRole.UserRole
+WHEN_ROLE = Qt.ItemDataRole.UserRole + 1  # "today 14:05", "2026-11-30 09:12"
 
 
 def _when(ts: float) -> str:
@@ -30,6 +33,54 @@ def _when(ts: float) -> str:
     if time.strftime("%Y-%m-%d", t) == time.strftime("%Y-%m-%d"):
         return time.strftime("today %H:%M", t)
     return time.strftime("%Y-%m-%d %H:%M", t)
+
+
+class _TitleAndDate(QStyledItemDelegate):
+    """Each row: the title, elided to the width, and under it when the chat was last active, in
+    a smaller, quieter type. Renaming edits the title line only, at the height of its text."""
+
+    def sizeHint(self, option, index):  # noqa: N802
+        fm = QFontMetrics(option.font)
+        return QSize(option.rect.width(), fm.height() + self._small_h(option) + 10)
+
+    @staticmethod
+    def _small_font(option):
+        f = option.font
+        f.setPointSizeF(max(f.pointSizeF() * 0.85, 6.0))
+        return f
+
+    def _small_h(self, option) -> int:
+        return QFontMetrics(self._small_font(option)).height()
+
+    def paint(self, painter, option, index):
+        self.initStyleOption(option, index)
+        title, when = option.text, index.data(WHEN_ROLE) or ""
+        option.text = ""
+        style = option.widget.style() if option.widget else QStyle()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, option, painter, option.widget)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        r = option.rect.adjusted(6, 4, -6, -4)
+        fm = QFontMetrics(option.font)
+        painter.save()
+        painter.setPen(option.palette.color(role))
+        painter.setFont(option.font)
+        painter.drawText(QRect(r.left(), r.top(), r.width(), fm.height()), Qt.AlignmentFlag.AlignVCenter,
+                         fm.elidedText(title, Qt.TextElideMode.ElideRight, r.width()))
+        if when:
+            small = self._small_font(option)
+            painter.setFont(small)
+            c = option.palette.color(role)
+            c.setAlphaF(0.65)
+            painter.setPen(c)
+            painter.drawText(QRect(r.left(), r.top() + fm.height(), r.width(), self._small_h(option)),
+                             Qt.AlignmentFlag.AlignVCenter, when)
+        painter.restore()
+
+    def updateEditorGeometry(self, editor, option, index):  # noqa: N802
+        fm = QFontMetrics(option.font)
+        r = option.rect
+        editor.setGeometry(QRect(r.left() + 2, r.top() + 1, r.width() - 4, max(fm.height() + 8, r.height() - 2)))
 
 
 class ConversationSidebar(QWidget):
@@ -57,6 +108,10 @@ class ConversationSidebar(QWidget):
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_edited)
+        self.list.setItemDelegate(_TitleAndDate(self.list))
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # long titles elide
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setResizeMode(QListWidget.ResizeMode.Adjust)
 
         self.newButton = self._button("New", "newChatButton", "New chat (Ctrl+N)", self.newRequested.emit)
         self.renameButton = self._button("Rename", "renameChatButton", "Rename the chat (F2)", self.rename_current)
@@ -112,29 +167,48 @@ class ConversationSidebar(QWidget):
             for c in conversations:
                 item = QListWidgetItem(c.title)
                 item.setData(ID_ROLE, c.id)
+                item.setData(WHEN_ROLE, _when(c.updated_at))
                 item.setToolTip(f"{c.title}\nlast activity {_when(c.updated_at)}")
                 item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
                 self.list.addItem(item)
                 if c.id == current_id:
                     self.list.setCurrentItem(item)
+            query = self.search.text().strip()
+            if not conversations and query:  # say so, rather than show an empty list
+                item = QListWidgetItem(f"No matches for “{query}”")
+                item.setFlags(Qt.ItemFlag.NoItemFlags)
+                item.setData(ID_ROLE, None)
+                self.list.addItem(item)
         finally:
             self.list.blockSignals(False)
             self._filling = False
+
+    def select(self, conversation_id: int) -> None:
+        """Highlight a conversation without announcing it (the window opened it already)."""
+        for k in range(self.list.count()):
+            item = self.list.item(k)
+            if item.data(ID_ROLE) == conversation_id:
+                self._filling = True
+                try:
+                    self.list.setCurrentItem(item)
+                finally:
+                    self._filling = False
+                return
 
     def current_id(self) -> int | None:
         item = self.list.currentItem()
         return None if item is None else item.data(ID_ROLE)
 
     def ids(self) -> list[int]:
-        return [self.list.item(i).data(ID_ROLE) for i in range(self.list.count())]
+        return [i for i in (self.list.item(k).data(ID_ROLE) for k in range(self.list.count())) if i is not None]
 
     def titles(self) -> list[str]:
-        return [self.list.item(i).text() for i in range(self.list.count())]
+        return [self.list.item(k).text() for k in range(self.list.count()) if self.list.item(k).data(ID_ROLE) is not None]
 
     # -- actions ---------------------------------------------------------------------
 
     def _current_changed(self, item, _prev) -> None:
-        if item is not None and not self._filling:
+        if item is not None and not self._filling and item.data(ID_ROLE) is not None:
             self.selected.emit(item.data(ID_ROLE))
 
     def rename_current(self) -> None:

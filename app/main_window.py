@@ -571,7 +571,8 @@ class MainWindow(QMainWindow):
         self.show_error(f"{message} — still using {name}.", kind, ("Open another…", self.choose_model))
 
     def choose_model(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", model_folder(),
+                                              "GGUF models (*.gguf);;All files (*)")
         if path:
             self.load_model(path)
 
@@ -907,6 +908,7 @@ class MainWindow(QMainWindow):
                                 for m in rows if m.role != "system"])
         conv = self._store(self.store.get_conversation, conversation_id)
         self.setWindowTitle(f"{conv.title} — Pinwheel" if conv else "Pinwheel")
+        self.sidebar.select(conversation_id)  # highlighted, whoever opened it (a click, a restart)
         history = self.history_dicts()
         if send_to_engine:
             self._history_request = self.engine.load_history(history)
@@ -938,7 +940,7 @@ class MainWindow(QMainWindow):
         self.cancel_edit()
         self.pinBar.hide()
         self.chat.set_messages([])
-        self.setWindowTitle("Pinwheel")
+        self.setWindowTitle("New chat — Pinwheel")
         self.refresh_conversations()
         self.sidebar.list.clearSelection()
         self._history_request = self.engine.load_history([])
@@ -968,7 +970,8 @@ class MainWindow(QMainWindow):
         if path is None:
             conv = self._store(self.store.get_conversation, conversation_id)
             name = "".join(ch if ch.isalnum() or ch in " -_" else "_" for ch in (conv.title if conv else "chat"))
-            path, _ = QFileDialog.getSaveFileName(self, "Export conversation", f"{name.strip() or 'chat'}.{ext}",
+            path, _ = QFileDialog.getSaveFileName(self, "Export conversation",
+                                                  str(Path(documents_folder()) / f"{name.strip() or 'chat'}.{ext}"),
                                                   "Markdown (*.md)" if ext == "md" else "JSON (*.json)")
             if not path:
                 return None
@@ -1133,6 +1136,22 @@ class MainWindow(QMainWindow):
         self._finish_reply_now("interrupted")
         self.engine.shutdown()
         self.store.close()
+
+
+def documents_folder() -> str:
+    """Where a file dialog opens: the user's documents (or home), never the working folder."""
+    from PySide6.QtCore import QStandardPaths
+
+    docs = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.DocumentsLocation)
+    return docs if docs and Path(docs).is_dir() else str(Path.home())
+
+
+def model_folder() -> str:
+    """Open model…: the user's models folder when there is one, else the documents."""
+    from engine.model_locator import user_models_dir
+
+    d = user_models_dir()
+    return str(d) if d.is_dir() else documents_folder()
 
 
 def about_text(model: str = "") -> str:

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
 from engine.budget import MIB, plan_memory  # noqa: E402
+from app.conversation_list import WHEN_ROLE  # noqa: E402
 from app.engine_events import Failed, PinChanged, PlanApplied, StatsReady  # noqa: E402
 from engine.budget import MIN_WINDOW  # noqa: E402
 from tests.app.engine_waits import expect, on, on_tokens  # noqa: E402
@@ -439,6 +440,9 @@ def test_conversations_survive_a_restart(win, qtbot, tiny_bpe_gguf, data_dir):
     second = make_window(tiny_bpe_gguf, data_dir)
     try:
         assert sorted(second.sidebar.ids()) == sorted(before)
+        # the chat it reopened is the one highlighted in the list, and named in the title
+        assert second.current_id is not None and second.sidebar.current_id() == second.current_id
+        assert second.windowTitle().endswith("— Pinwheel") and second.windowTitle() != "New chat — Pinwheel"
         for cid, msgs in before.items():
             second.open_conversation(cid)
             shown = [(m.role, m.content, m.status, m.pinned) for m in second.chat.messages()]
@@ -782,3 +786,25 @@ def test_the_window_modules_do_not_import_jax():
                        env=dict(os.environ, QT_QPA_PLATFORM="offscreen"), cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr[-1000:]
     assert r.stdout.split() == ["False", "False"], r.stdout
+
+
+def test_sidebar_elides_dates_says_no_matches_and_names_a_new_chat(win, qtbot):
+    idle(win, qtbot)
+    side = win.sidebar
+    long_title = "A very long conversation title that keeps going and going " * 3
+    conv = win.store.create_conversation(long_title.strip(), {})
+    try:
+        win.refresh_conversations()
+        k = side.ids().index(conv.id)
+        item = side.list.item(k)
+        assert item.data(WHEN_ROLE).startswith("today ")  # a date under each title
+        assert side.list.horizontalScrollBarPolicy() == Qt.ScrollBarPolicy.ScrollBarAlwaysOff
+        side.search.setText("zzz-nothing-like-this")
+        qtbot.waitUntil(lambda: side.list.count() == 1 and not side.ids(), timeout=3000)
+        assert "No matches" in side.list.item(0).text()
+        side.search.clear()
+        qtbot.waitUntil(lambda: conv.id in side.ids(), timeout=3000)
+        win.new_conversation()
+        assert win.windowTitle() == "New chat — Pinwheel"
+    finally:
+        win.delete_conversation(conv.id, confirm=False)
