@@ -135,9 +135,10 @@ class ChatSession:
         """Stream events for the reply to a new user message."""
         self._cancel.clear()
         self.messages.append({"role": "user", "content": text, "pinned": False})
-        if self._dirty:
+        if self._dirty:  # (an edit, a cancelled prefill): the wait is the re-encoding, and it counts
+            t0 = time.perf_counter()
             logits = yield from self._resync(add_generation_prompt=True)
-            prompt_tokens, prefill_s = self.plan.capacity, 0.0
+            prompt_tokens, prefill_s = self.decoder.ring.cache_tokens, time.perf_counter() - t0
         else:
             logits, prompt_tokens, prefill_s = yield from self._prefill_turn()
         if logits is None:  # cancelled during prefill

@@ -155,3 +155,21 @@ def test_sinks_are_not_penalised_as_repetitions(tiny):
     s.resync()  # the re-encoded cache keeps the same rule
     rest = [t for c in s._chunks[1:] for t in c.ids]
     assert list(s._recent) == rest[-256:] and n_sys > 0
+
+
+def test_ttft_after_an_edit_counts_the_re_encoding(tiny, monkeypatch):
+    """An edit re-reads the conversation before the first token: that wait is in the TTFT (it
+    showed 1-5 ms while the user had waited seconds)."""
+    import time as _time
+
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    run(s.stream("tell me"))
+    real = s._resync
+
+    def slow_resync(*a, **k):
+        _time.sleep(0.3)  # a re-encoding that takes a while, as a long chat's does
+        return (yield from real(*a, **k))
+
+    monkeypatch.setattr(s, "_resync", slow_resync)
+    _, done = run(s.edit_last("tell me something else"))
+    assert done.ttft_s >= 0.3 and done.prompt_tokens > 0
