@@ -497,6 +497,18 @@ class MainWindow(QMainWindow):
         self.regenButton.setEnabled(self.model_ready and not busy and bool(msgs))
         self.settingsPanel.set_busy(busy)
 
+    def message_name(self, index: int) -> str:
+        """How the status line names a message: whose it is and how it starts, never an index
+        the user cannot see ("your message “What is…”")."""
+        msgs = self.chat.messages()
+        if not 0 <= index < len(msgs):
+            return "the message"
+        m = msgs[index]
+        words = " ".join(m.content.split())
+        head = words if len(words) <= 28 else words[:27] + "…"
+        who = "your message" if m.role == "user" else "the reply"
+        return f"{who} “{head}”" if head else who
+
     def history_dicts(self) -> list[dict]:
         """The conversation as the engine takes it (a failed reply that wrote nothing is left out)."""
         return [{"role": m.role, "content": m.content, "pinned": m.pinned,
@@ -729,7 +741,7 @@ class MainWindow(QMainWindow):
             return  # only the last user message can be edited
         self.editing_index = index
         self.input.setPlainText(msgs[index].content)
-        self.editBar.setText(f"Editing message {index + 1}: Enter resends it (the reply after it is replaced), "
+        self.editBar.setText(f"Editing {self.message_name(index)}: Enter resends it (the reply after it is replaced), "
                              "Esc cancels.")
         self.editBar.show()
         self.input.setFocus()
@@ -752,7 +764,7 @@ class MainWindow(QMainWindow):
 
     def copy_message(self, index: int) -> None:
         QGuiApplication.clipboard().setText(self.chat.messages()[index].content)
-        self.stageLabel.setText(f"Copied message {index + 1}")
+        self.stageLabel.setText(f"Copied {self.message_name(index)}")
 
     def copy_last_reply(self) -> None:
         msgs = self.chat.messages()
@@ -807,9 +819,9 @@ class MainWindow(QMainWindow):
         try:
             new = session_plan(self.model_info.config, s.kv_dtype, s.budget_bytes, s.window_arg, wanted)
         except PinwheelError as exc:
-            return f"Can't pin message {index + 1} ({tokens:,} tokens): {exc}", False
+            return f"Can't pin {self.message_name(index)} ({tokens:,} tokens): {exc}", False
         verb = "Pin" if pinned else "Unpin"
-        text = (f"{verb} message {index + 1} ({tokens:,} tokens)? Sinks {stats.sink_tokens:,} → {new.sinks:,}, "
+        text = (f"{verb} {self.message_name(index)} ({tokens:,} tokens)? Sinks {stats.sink_tokens:,} → {new.sinks:,}, "
                 f"window {stats.window:,} → {new.window:,}; KV {fmt_bytes(new.kv_bytes)} of "
                 f"{fmt_bytes(new.budget_bytes)} budget.")
         if pinned and new.sinks < wanted:
@@ -834,7 +846,8 @@ class MainWindow(QMainWindow):
         self.chat.refresh(index)
         if msgs[index].store_id is not None:
             self._store(self.store.set_pinned, msgs[index].store_id, pinned)
-        self.stageLabel.setText(f"Message {index + 1} {'pinned' if pinned else 'unpinned'}")
+        name = self.message_name(index)
+        self.stageLabel.setText(f"{name[0].upper()}{name[1:]} {'pinned' if pinned else 'unpinned'}")
 
     # ------------------------------------------------------------------ settings
 
