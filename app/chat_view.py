@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QPushButton,
     QScrollArea,
     QSizePolicy,
     QToolButton,
@@ -27,10 +28,13 @@ from PySide6.QtWidgets import (
 
 from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
 
+
 def tokens(n: int) -> str:
     return f"{n:,} token{'s' if n != 1 else ''}"
 
 
+BUILT_TAIL = 80  # messages built when a conversation opens (the newest); older ones on demand
+BATCH = 100  # older messages built at a time
 READING_WIDTH = 920  # px: the widest the message column gets
 FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
 PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
@@ -262,11 +266,22 @@ class ChatView(QScrollArea):
         self.placeholder.setWordWrap(True)
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setObjectName("chatPlaceholder")
+        # A long conversation opens with its newest messages built; the older ones are built
+        # a batch at a time when the user scrolls up to them (or clicks this).
+        self.earlierButton = QPushButton()
+        self.earlierButton.setObjectName("earlierMessagesButton")
+        self.earlierButton.setFlat(True)
+        self.earlierButton.setVisible(False)
+        self.earlierButton.clicked.connect(lambda: self.show_earlier())
         self._layout.addWidget(self.sinkLabel)
+        self._layout.addWidget(self.earlierButton)
         self._layout.addWidget(self.placeholder)
         self._layout.addStretch(1)
         self.setWidget(self._inner)
-        self.widgets: list[MessageWidget] = []
+        self.widgets: list[MessageWidget] = []  # the built tail of the conversation
+        self._earlier: list[ChatMessage] = []  # the messages before it, not built yet
+        self._memory_args: tuple | None = None  # the last set_memory call, for widgets built later
+        self._keep = None  # (widget, its offset from the top of the view) to hold while a batch lays out
         self.out_of_view = 0  # tokens of shown messages the model no longer sees
         self._boundary: int | None = None  # first message below the "out of view" marker
         self._stream: MessageWidget | None = None
@@ -295,8 +310,14 @@ class ChatView(QScrollArea):
     def _on_scroll(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._stick = value >= bar.maximum() - 24
+        if value == 0 and self._earlier and bar.maximum() > 0:  # reached the top: build the next batch
+            QTimer.singleShot(0, self.show_earlier)
 
     def _on_range(self, _lo: int, hi: int) -> None:
+        if self._keep is not None:  # older messages were just built above: stay where the reader is
+            anchor, dy = self._keep
+            self.verticalScrollBar().setValue(anchor.y() - dy)
+            return
         if self._stick:
             self.verticalScrollBar().setValue(hi)
 
@@ -319,8 +340,19 @@ class ChatView(QScrollArea):
 
     # -- messages ---------------------------------------------------------------------
 
+    @property
+    def offset(self) -> int:
+        """Messages before the first built widget: message index = offset + widget index."""
+        return len(self._earlier)
+
     def messages(self) -> list[ChatMessage]:
-        return [w.message for w in self.widgets]
+        return self._earlier + [w.message for w in self.widgets]
+
+    def widget_for(self, index: int) -> "MessageWidget":
+        """The widget of message `index`, building the older ones first if need be."""
+        if index < self.offset:
+            self.show_earlier(self.offset - index)
+        return self.widgets[index - self.offset]
 
     def set_messages(self, messages: list[ChatMessage]) -> None:
         self.flush()
@@ -331,16 +363,48 @@ class ChatView(QScrollArea):
             w.deleteLater()
         self.widgets = []
         self._boundary = None
+        self._memory_args = None
         self.out_of_view = 0
         self.boundary.setVisible(False)
+        messages = list(messages)
+        lazy = len(messages) > BUILT_TAIL + BATCH // 5
+        self._earlier = messages[:-BUILT_TAIL] if lazy else []
         self.setUpdatesEnabled(False)
         try:
-            for m in messages:
+            for m in messages[len(self._earlier):]:
                 self._add(m)
         finally:
             self.setUpdatesEnabled(True)
         self._after_change()
         self.scroll_to_bottom()
+
+    def show_earlier(self, n: int = 0) -> int:
+        """Build the next `n` (default: a batch of) older messages above the built ones, keeping
+        what the user looks at where it is. Returns how many were built."""
+        n = min(max(n, BATCH), self.offset)
+        if n <= 0:
+            return 0
+        bar = self.verticalScrollBar()
+        anchor = self.widgets[0] if self.widgets else None  # what the reader sees stays put
+        dy = anchor.y() - bar.value() if anchor is not None else 0
+        batch, self._earlier = self._earlier[-n:], self._earlier[:-n]
+        first = self._layout.indexOf(self.widgets[0]) if self.widgets else self._layout.count() - 1
+        built = []
+        self.setUpdatesEnabled(False)
+        try:
+            for k, m in enumerate(batch):
+                built.append(self._add(m, at=first + k))
+        finally:
+            self.setUpdatesEnabled(True)
+        self.widgets[:0] = built
+        self._after_change()
+        if self._memory_args is not None:
+            self.set_memory(*self._memory_args)
+        self._stick = False
+        if anchor is not None:  # as the range grows (layout runs later), keep the anchor in place
+            self._keep = (anchor, dy)
+            QTimer.singleShot(500, lambda: setattr(self, "_keep", None))
+        return n
 
     def append(self, message: ChatMessage) -> MessageWidget:
         w = self._add(message)
@@ -348,39 +412,55 @@ class ChatView(QScrollArea):
         self.scroll_to_bottom()
         return w
 
-    def _add(self, message: ChatMessage) -> MessageWidget:
+    def _add(self, message: ChatMessage, at: int | None = None) -> MessageWidget:
+        """A widget for `message`, at layout position `at` (default: last, before the stretch;
+        appended to self.widgets then)."""
         w = MessageWidget(message, self._inner)
         w.pinClicked.connect(self._on_pin)
-        w.copyClicked.connect(lambda wid: self.copyRequested.emit(self.widgets.index(wid)))
-        w.editClicked.connect(lambda wid: self.editRequested.emit(self.widgets.index(wid)))
+        w.copyClicked.connect(lambda wid: self.copyRequested.emit(self._index_of(wid)))
+        w.editClicked.connect(lambda wid: self.editRequested.emit(self._index_of(wid)))
         w.linkClicked.connect(self.linkClicked)
-        # before the trailing stretch
-        self._layout.insertWidget(self._layout.count() - 1, w)
-        self.widgets.append(w)
+        if at is None:
+            self._layout.insertWidget(self._layout.count() - 1, w)  # before the trailing stretch
+            self.widgets.append(w)
+        else:
+            self._layout.insertWidget(at, w)
         return w
 
+    def _index_of(self, widget: "MessageWidget") -> int:
+        return self.offset + self.widgets.index(widget)
+
     def _on_pin(self, widget: MessageWidget, wanted: bool) -> None:
-        self.pinRequested.emit(self.widgets.index(widget), wanted)
+        self.pinRequested.emit(self._index_of(widget), wanted)
 
     def remove_from(self, index: int) -> None:
-        if self._stream is not None and self._stream in self.widgets[index:]:
+        """Drop message `index` and every later one."""
+        if index < self.offset:
+            self.show_earlier(self.offset - index)
+        local = index - self.offset
+        if self._stream is not None and self._stream in self.widgets[local:]:
             self._flush_timer.stop()
             self._pending.clear()
             self._stream = None
-        for w in self.widgets[index:]:
+        for w in self.widgets[local:]:
             self._layout.removeWidget(w)
             w.deleteLater()
-        del self.widgets[index:]
+        del self.widgets[local:]
         self._after_change()
 
     def refresh(self, index: int) -> None:
-        self.widgets[index].refresh()
+        if index >= self.offset:  # a message not built yet renders when it is
+            self.widgets[index - self.offset].refresh()
 
     def _after_change(self) -> None:
-        self.placeholder.setVisible(not self.widgets)
+        self.placeholder.setVisible(not self.widgets and not self._earlier)
+        n = self.offset
+        self.earlierButton.setVisible(n > 0)
+        if n:
+            self.earlierButton.setText(f"▲ {n:,} earlier message{'s' if n != 1 else ''} (scroll up, or click)")
         last_user = max((i for i, w in enumerate(self.widgets) if w.message.role == "user"), default=-1)
         for i, w in enumerate(self.widgets):
-            w.set_index(i)
+            w.set_index(n + i)
             w.editButton.setVisible(i == last_user)
         self._place_boundary()
 
@@ -435,9 +515,10 @@ class ChatView(QScrollArea):
         below finds that boundary; a later message missing a token (the reply's last sampled
         token is fed with the next turn) is not "out of view".
         """
+        self._memory_args = (per_message, sink_tokens, system_tokens)
         out = 0
         boundary = 0  # index of the first message the model (partly) sees
-        for i, w in enumerate(self.widgets):
+        for i in range(self.offset + len(self.widgets)):
             mem = per_message.get(i)
             boundary = i
             if mem is None or mem.pinned:
@@ -449,7 +530,8 @@ class ChatView(QScrollArea):
             if mem.partial:
                 out += mem.tokens - mem.in_cache
             break
-        for i, w in enumerate(self.widgets):
+        for k, w in enumerate(self.widgets):
+            i = self.offset + k
             mem = per_message.get(i)
             if mem is not None and mem.partial and i != boundary:
                 mem = MessageMemoryView(mem.tokens, mem.tokens, mem.pinned)  # not cut by the window
@@ -458,7 +540,7 @@ class ChatView(QScrollArea):
             parts = []
             if system_tokens:
                 parts.append(f"your system prompt ({tokens(system_tokens)})")
-            pinned = sum(1 for w in self.widgets if w.message.pinned)
+            pinned = sum(1 for m in self.messages() if m.pinned)
             if pinned:
                 parts.append(f"{pinned} pinned message{'s' if pinned > 1 else ''}")
             what = " and ".join(parts) if parts else f"the start of the chat ({tokens(sink_tokens)})"
@@ -472,12 +554,13 @@ class ChatView(QScrollArea):
         self._place_boundary()
 
     def _place_boundary(self) -> None:
-        if self._boundary is None or self._boundary > len(self.widgets) or not self.widgets:
-            self.boundary.setVisible(False)
+        local = None if self._boundary is None else self._boundary - self.offset
+        if local is None or local < 0 or local > len(self.widgets) or not self.widgets:
+            self.boundary.setVisible(False)  # (among messages not built yet: nothing to mark)
             return
         self.boundary.setText(
             f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees the faded part above ▲")
-        anchor = self.widgets[self._boundary] if self._boundary < len(self.widgets) else None
+        anchor = self.widgets[local] if local < len(self.widgets) else None
         want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1  # before the stretch
         if self._layout.indexOf(self.boundary) != want - 1:
             self._layout.removeWidget(self.boundary)

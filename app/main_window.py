@@ -694,8 +694,8 @@ class MainWindow(QMainWindow):
         self.chat.end_stream(status, content)
         if status == "stopped" and not content:
             # stopped before the first token: nothing to keep; the user message stays (Regenerate answers it)
-            self._delete_stored_from(len(self.chat.widgets) - 1, r.message)
-            self.chat.remove_from(len(self.chat.widgets) - 1)
+            self._delete_stored_from(len(self.chat.messages()) - 1, r.message)
+            self.chat.remove_from(len(self.chat.messages()) - 1)
         elif r.message.store_id is not None:
             self._store(self.store.finish_message, r.message.store_id, _STORE_STATUS[status], content)
         if failed:

@@ -808,3 +808,38 @@ def test_sidebar_elides_dates_says_no_matches_and_names_a_new_chat(win, qtbot):
         assert win.windowTitle() == "New chat — Pinwheel"
     finally:
         win.delete_conversation(conv.id, confirm=False)
+
+
+def test_a_thousand_message_conversation_opens_fast_and_builds_older_ones_on_demand(qapp, qtbot):
+    from app.chat_view import BUILT_TAIL, ChatMessage, ChatView
+
+    view = ChatView()
+    view.resize(800, 600)
+    view.show()
+    msgs = [ChatMessage("user" if i % 2 == 0 else "assistant", f"Message number {i}. " + "Some **markdown**. " * 8)
+            for i in range(1000)]
+    t0 = time.perf_counter()
+    view.set_messages(msgs)
+    qapp.processEvents()
+    opened = time.perf_counter() - t0
+    assert opened < 1.0, opened  # ~1.8 s when every message was built at once
+    assert len(view.widgets) == BUILT_TAIL and view.offset == 1000 - BUILT_TAIL
+    assert view.messages() == msgs and view.earlierButton.isVisible()
+    assert view.widgets[0].message is msgs[view.offset]
+    # an index is a message's place in the whole conversation, built or not
+    pinned = []
+    view.pinRequested.connect(lambda i, on: pinned.append(i))
+    view.widgets[3].pinClicked.emit(view.widgets[3], True)
+    assert pinned == [view.offset + 3]
+    # scrolling to the top builds the next batch above, keeping the reader's place
+    top = view.widgets[0]
+    view.verticalScrollBar().setValue(0)
+    qtbot.waitUntil(lambda: view.offset < 1000 - BUILT_TAIL, timeout=3000)
+    assert top in view.widgets and view.widgets.index(top) > 0
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() > 0 and 0 <= top.y() - bar.value() < 100, timeout=3000)  # still in view
+    assert view.messages() == msgs
+    # removing from a message not built yet builds what it needs first
+    view.remove_from(10)
+    assert view.messages() == msgs[:10] and view.offset <= 10
+    view.deleteLater()
