@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
 from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
 
 
@@ -46,15 +47,6 @@ STATUS_BADGES = {
     "interrupted": "⚠ interrupted",
     "error": "⚠ failed",
 }
-
-
-@dataclass
-class ChatMessage:
-    role: str
-    content: str
-    status: str = "done"  # done | streaming | stopped | interrupted | error
-    pinned: bool = False
-    store_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import html
 import logging
 import os
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
@@ -47,6 +46,7 @@ from engine.budget import MIN_WINDOW
 from .chat_view import PLACEHOLDER, ChatMessage, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar
 from . import engine_events as E
+from .chat_controller import ChatController, title_for
 from .engine_events import ReplyResult, StatsSnapshot
 from .engine_worker import EngineConfig, EngineController
 from .memory_gauge import MemoryGauge, fmt_bytes
@@ -59,7 +59,6 @@ from .store import ConversationStore, StoreError, default_data_dir, default_db_p
 log = logging.getLogger(__name__)
 
 SAVE_INTERVAL_MS = 1000  # a streaming reply is written to the store at most this often
-TITLE_CHARS = 48
 _OPEN_WINDOWS: "weakref.WeakSet[MainWindow]" = weakref.WeakSet()
 
 
@@ -77,7 +76,6 @@ SIDE_PANEL_WIDTH = 300  # settings and memory
 CONVERSATIONS_WIDTH = 200
 
 # store status <- what the window shows
-_STORE_STATUS = {"done": "done", "stopped": "stopped", "interrupted": "interrupted", "error": "interrupted"}
 
 
 def app_icon() -> QIcon:
@@ -205,12 +203,45 @@ class PinBar(QFrame):
             self.confirmed.emit(index, pinned)
 
 
-@dataclass
-class _Reply:
-    request: int
-    message: ChatMessage
-    parts: list[str]
-    saved_len: int = 0
+class _WindowView:
+    """The window as the controller's ChatViewPort: what to show, in widgets."""
+
+    def __init__(self, win: "MainWindow"):
+        self.win = win
+
+    def show_messages(self, messages) -> None:
+        self.win.chat.set_messages(messages)
+
+    def add_message(self, message) -> None:
+        self.win.chat.append(message)
+
+    def remove_messages_from(self, index: int) -> None:
+        self.win.chat.remove_from(index)
+
+    def begin_reply(self, message) -> None:
+        w = self.win
+        w.chat.begin_stream(message)
+        w.stageLabel.setText("Thinking…" if w.model_ready else "Waiting for the model to load…")
+        w._save_timer.start()
+        w._update_actions()
+
+    def reply_text(self, text: str) -> None:
+        self.win.chat.append_stream(text)
+
+    def end_reply(self, status: str, content: str) -> None:
+        self.win.chat.end_stream(status, content)
+
+    def status(self, text: str) -> None:
+        self.win.stageLabel.setText(text)
+
+    def error(self, message: str, kind: str) -> None:
+        self.win.show_error(message, kind)
+
+    def title(self, text: str) -> None:
+        self.win.setWindowTitle(text)
+
+    def conversations_changed(self) -> None:
+        self.win.refresh_conversations()
 
 
 class MainWindow(QMainWindow):
@@ -239,11 +270,8 @@ class MainWindow(QMainWindow):
 
         self.model_ready = False
         self.model_info = None
-        self.current_id: int | None = None
         self.last_stats: StatsSnapshot | None = None
-        self.reply: _Reply | None = None
         self.editing_index: int | None = None
-        self._history_request = 0
         self._pending_settings: AppSettings | None = None  # sent to the engine, not yet taken
         #: extra SamplingParams fields for every reply (e.g. {"ignore_eos": True}); tests and tools
         self.sampling_overrides: dict = {}
@@ -251,13 +279,19 @@ class MainWindow(QMainWindow):
         self._build_ui()
         self._open_store()
         self.engine = EngineController(self)
+        # the conversation itself (messages, the reply in progress, the store) lives in a Qt-free
+        # controller; this window shows it and forwards what the user does
+        self.controller = ChatController(
+            self.store, self.engine, _WindowView(self),
+            sampling=lambda: {**self.settings.sampling_kwargs(), **self.sampling_overrides},
+            conversation_settings=self._conversation_settings)
         self._connect_engine()
         for n in notices:
             self.show_error(n, "notice")
 
         self._save_timer = QTimer(self)
         self._save_timer.setInterval(SAVE_INTERVAL_MS)
-        self._save_timer.timeout.connect(self._save_partial)
+        self._save_timer.timeout.connect(lambda: self.controller.save_partial())
 
         self.refresh_conversations()
         ids = self.sidebar.ids()
@@ -475,17 +509,20 @@ class MainWindow(QMainWindow):
 
     def _store(self, fn, *args, **kwargs):
         """Call the store; a failure (full disk, read-only folder) becomes a banner, not a crash."""
-        try:
-            return fn(*args, **kwargs)
-        except StoreError as exc:
-            self.show_error(str(exc), "store")
-        except (OSError, ValueError) as exc:
-            self.show_error(f"Couldn't save the conversation: {exc}", "store")
-        return None
+        return self.controller.safe(fn, *args, **kwargs)
+
+    # the conversation's state is the controller's
+    @property
+    def current_id(self) -> int | None:
+        return self.controller.current_id
+
+    @property
+    def reply(self):
+        return self.controller.reply
 
     @property
     def generating(self) -> bool:
-        return self.reply is not None
+        return self.controller.generating
 
     def _update_actions(self) -> None:
         busy = self.generating
@@ -511,9 +548,7 @@ class MainWindow(QMainWindow):
 
     def history_dicts(self) -> list[dict]:
         """The conversation as the engine takes it (a failed reply that wrote nothing is left out)."""
-        return [{"role": m.role, "content": m.content, "pinned": m.pinned,
-                 "interrupted": m.status != "done"}
-                for m in self.chat.messages() if m.content or m.status not in ("error", "interrupted")]
+        return self.controller.history()
 
     # ------------------------------------------------------------------ model loading
 
@@ -609,24 +644,11 @@ class MainWindow(QMainWindow):
         if self.editing_index is not None:
             self._resend_edit(text)
             return
-        if self.current_id is None:
-            conv = self._store(self.store.create_conversation, self._title_for(text), self._conversation_settings())
-            if conv is not None:
-                self.current_id = conv.id
-                self.refresh_conversations()
         self.input.clear()
-        self._add_user_message(text)
-        self._begin_reply("send", text)
-
-    def _add_user_message(self, text: str) -> None:
-        """Show the user's message and save it (a store failure shows, the message stays)."""
-        stored = self._store(self.store.append_message, self.current_id, "user", text) \
-            if self.current_id is not None else None
-        self.chat.append(ChatMessage("user", text, store_id=stored.id if stored else None))
+        self.controller.send(text)
 
     def _title_for(self, text: str) -> str:
-        line = " ".join(text.split())
-        return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1] + "…"
+        return title_for(text)
 
     def _conversation_settings(self) -> dict:
         d = self.settings.to_dict()
@@ -635,22 +657,8 @@ class MainWindow(QMainWindow):
             d["plan"] = plan.to_dict()
         return d
 
-    def _begin_reply(self, kind: str, text: str = "") -> None:
-        msg = ChatMessage("assistant", "", status="streaming")
-        stored = self._store(self.store.append_message, self.current_id, "assistant", "", status="streaming") \
-            if self.current_id is not None else None
-        msg.store_id = stored.id if stored else None
-        self.chat.begin_stream(msg)
-        request = self.engine.generate(kind, text, {**self.settings.sampling_kwargs(), **self.sampling_overrides})
-        self.reply = _Reply(request, msg, [])
-        self.stageLabel.setText("Thinking…" if self.model_ready else "Waiting for the model to load…")
-        self._save_timer.start()
-        self._update_actions()
-
     def stop(self) -> None:
-        if self.generating:
-            self.stageLabel.setText("Stopping…")
-            self.engine.cancel()
+        self.controller.stop()
 
     def _escape(self) -> None:
         if self.generating:
@@ -665,39 +673,14 @@ class MainWindow(QMainWindow):
             self.stageLabel.setText(f"Reading the prompt… {done}/{total} tokens")
 
     def _on_token(self, request: int, text: str) -> None:
-        r = self.reply
-        if r is None or request != r.request:
-            return
-        if not r.parts:
-            self.stageLabel.setText("Writing…")
-        r.parts.append(text)
-        self.chat.append_stream(text)
-
-    def _save_partial(self) -> None:
-        r = self.reply
-        if r is None or r.message.store_id is None:
-            return
-        n = sum(map(len, r.parts))
-        if n != r.saved_len:
-            r.saved_len = n
-            self._store(self.store.update_message, r.message.store_id, "".join(r.parts))
+        self.controller.on_token(request, text)
 
     def _on_reply_finished(self, result: ReplyResult) -> None:
-        r = self.reply
-        if r is None or result.request != r.request:
+        status = self.controller.on_reply_finished(result)
+        if status is None:  # not the reply in progress (a stale one)
             return
-        self.reply = None
         self._save_timer.stop()
-        failed = result.reason == "error"
-        content = result.reply if result.reply or not failed else "".join(r.parts)
-        status = "error" if failed else ("stopped" if result.reason == "cancelled" else "done")
-        self.chat.end_stream(status, content)
-        if status == "stopped" and not content:
-            # stopped before the first token: nothing to keep; the user message stays (Regenerate answers it)
-            self._delete_stored_from(len(self.chat.messages()) - 1, r.message)
-            self.chat.remove_from(len(self.chat.messages()) - 1)
-        elif r.message.store_id is not None:
-            self._store(self.store.finish_message, r.message.store_id, _STORE_STATUS[status], content)
+        failed = status == "error"
         if failed:
             self.show_error(result.error or "The reply failed.", "engine")
             self.stageLabel.setText("The reply failed; the conversation is kept")
@@ -708,30 +691,14 @@ class MainWindow(QMainWindow):
                 self.ttftLabel.setText(f"TTFT {result.ttft_s * 1000:.0f} ms")
             self.stageLabel.setText(f"{'Stopped after' if status == 'stopped' else 'Reply:'} "
                                     f"{result.generated_tokens} tokens")
-        history = self.history_dicts()
-        if result.roles is not None and tuple(m["role"] for m in history) != result.roles:
-            # a failure or an early stop left the engine's history unlike the window's: re-read it
-            self._history_request = self.engine.load_history(history)
-        self.refresh_conversations()
         self._update_actions()
         self.replyFinished.emit(result)
 
     def regenerate(self) -> None:
         """Answer the last user message again (its reply, if any, is replaced)."""
-        msgs = self.chat.messages()
-        if self.generating or not self.model_ready or not msgs:
+        if self.generating or not self.model_ready or not self.controller.messages:
             return
-        if msgs[-1].role == "assistant":
-            self._delete_stored_from(len(msgs) - 1, msgs[-1])
-            self.chat.remove_from(len(msgs) - 1)
-        self._begin_reply("regenerate")
-
-    def _delete_stored_from(self, index: int, message: ChatMessage) -> None:
-        if self.current_id is None or message.store_id is None:
-            return
-        stored = self._store(self.store.get_message, message.store_id)
-        if stored is not None:
-            self._store(self.store.delete_messages_from, self.current_id, stored.position)
+        self.controller.regenerate()
 
     def start_edit(self, index: int) -> None:
         msgs = self.chat.messages()
@@ -755,12 +722,8 @@ class MainWindow(QMainWindow):
         index = self.editing_index
         self.editing_index = None
         self.editBar.hide()
-        msgs = self.chat.messages()
-        self._delete_stored_from(index, msgs[index])
-        self.chat.remove_from(index)
         self.input.clear()
-        self._add_user_message(text)
-        self._begin_reply("edit", text)
+        self.controller.resend_edit(index, text)
 
     def copy_message(self, index: int) -> None:
         QGuiApplication.clipboard().setText(self.chat.messages()[index].content)
@@ -839,13 +802,9 @@ class MainWindow(QMainWindow):
         self.engine.set_pinned(index, pinned)
 
     def _on_pin_changed(self, index: int, pinned: bool) -> None:
-        msgs = self.chat.messages()
-        if index >= len(msgs):
+        if not self.controller.set_pinned(index, pinned):
             return
-        msgs[index].pinned = pinned
         self.chat.refresh(index)
-        if msgs[index].store_id is not None:
-            self._store(self.store.set_pinned, msgs[index].store_id, pinned)
         name = self.message_name(index)
         self.stageLabel.setText(f"{name[0].upper()}{name[1:]} {'pinned' if pinned else 'unpinned'}")
 
@@ -911,59 +870,37 @@ class MainWindow(QMainWindow):
         self._open_conversation(conversation_id, send_to_engine=True)
 
     def _open_conversation(self, conversation_id: int, send_to_engine: bool) -> list[dict]:
-        rows = self._store(self.store.messages, conversation_id)
-        if rows is None:
-            return []
-        self.current_id = conversation_id
         self.cancel_edit()
         self.pinBar.hide()
-        self.chat.set_messages([ChatMessage(m.role, m.content, m.status, m.pinned, m.id)
-                                for m in rows if m.role != "system"])
-        conv = self._store(self.store.get_conversation, conversation_id)
-        self.setWindowTitle(f"{conv.title} — Pinwheel" if conv else "Pinwheel")
+        history = self.controller.open(conversation_id, send_to_engine)
+        if history is None:
+            return []
         self.sidebar.select(conversation_id)  # highlighted, whoever opened it (a click, a restart)
-        history = self.history_dicts()
-        if send_to_engine:
-            self._history_request = self.engine.load_history(history)
-            self.stageLabel.setText("Reading the conversation into the model…")
         self._update_actions()
         return history
 
     def _on_history_loaded(self, request: int) -> None:
-        if request == self._history_request and not self.generating:
+        if request == self.controller.history_request and not self.generating:
             self.stageLabel.setText("Conversation ready")
 
     def _finish_reply_now(self, status: str = "stopped") -> None:
         """Leaving a conversation mid-reply: keep what was written, marked `status` (stopped;
         interrupted when the app itself is closing)."""
-        r = self.reply
-        if r is None:
-            return
-        self.reply = None
         self._save_timer.stop()
-        content = "".join(r.parts)
-        self.chat.end_stream(status, content)
-        if r.message.store_id is not None:
-            self._store(self.store.finish_message, r.message.store_id, status, content)
+        self.controller.finish_now(status)
 
     def new_conversation(self) -> None:
         self.stop()
         self._finish_reply_now()
-        self.current_id = None
         self.cancel_edit()
         self.pinBar.hide()
-        self.chat.set_messages([])
-        self.setWindowTitle("New chat — Pinwheel")
-        self.refresh_conversations()
+        self.controller.new()
         self.sidebar.list.clearSelection()
-        self._history_request = self.engine.load_history([])
         self.input.setFocus()
         self._update_actions()
 
     def rename_conversation(self, conversation_id: int, title: str) -> None:
-        self._store(self.store.rename_conversation, conversation_id, title)
-        if conversation_id == self.current_id:
-            self.setWindowTitle(f"{title} — Pinwheel")
+        self.controller.rename(conversation_id, title)
         QTimer.singleShot(0, self.refresh_conversations)
 
     def delete_conversation(self, conversation_id: int, confirm: bool = True) -> None:
@@ -974,9 +911,12 @@ class MainWindow(QMainWindow):
             if answer != QMessageBox.StandardButton.Yes:
                 return
         if conversation_id == self.current_id:
-            self.new_conversation()
-        self._store(self.store.delete_conversation, conversation_id)
-        self.refresh_conversations()
+            self.stop()
+            self._save_timer.stop()
+            self.cancel_edit()
+            self.pinBar.hide()
+        self.controller.delete(conversation_id)
+        self._update_actions()
 
     def export_conversation(self, conversation_id: int, fmt: str, path: str | None = None) -> str | None:
         ext = "md" if fmt == "markdown" else "json"
