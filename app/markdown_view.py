@@ -21,8 +21,9 @@ import re
 from bisect import bisect_left
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QByteArray, QPoint, QSize, Qt, QUrl, Signal
-from PySide6.QtGui import QColor, QPalette, QTextBlockFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtCore import QByteArray, QEvent, QPoint, QSize, Qt, QUrl, Signal
+from PySide6.QtGui import (QColor, QGuiApplication, QPalette, QTextBlockFormat, QTextCursor, QTextDocument,
+                           QTextFormat)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -111,16 +112,21 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
         self._shade_code_blocks()
 
+    def changeEvent(self, e):  # noqa: N802 - a theme switch re-shades the code blocks
+        if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            self._shade_code_blocks()
+        super().changeEvent(e)
+
     def _shade_code_blocks(self) -> None:
         """Give fenced/indented code a background so it reads as code (it is already monospace)."""
         doc = self.document()
-        pal = self.palette()
-        # The streaming bubble's Base can be transparent (black with alpha 0): blending from it
-        # gave opaque near-black code blocks with dark text. Blend from an opaque background.
-        under = pal.color(QPalette.ColorRole.Base)
-        if under.alpha() < 255:
-            under = pal.color(QPalette.ColorRole.Window)
-        bg = blend(under, pal.color(QPalette.ColorRole.Text), 0.07)
+        # From the application's palette, not this view's: the stylesheet makes message views'
+        # backgrounds transparent, and their palette then reads Base as black (solid black code
+        # blocks with black text, seen under X11). The theme's own Base and Text are what a code
+        # block must stand out from, lightly, in light and dark alike.
+        app = QGuiApplication.instance()
+        pal = app.palette() if app is not None else self.palette()
+        bg = blend(pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text), 0.07)
         block = doc.begin()
         cursor = None
         while block.isValid():

@@ -677,8 +677,10 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot
     """The code shading was blended from the streaming bubble's transparent base: solid black
     with dark text. And a code line wider than the window was cut off."""
     from app.chat_view import ChatMessage
+    from app.theme import apply_theme
 
     idle(win, qtbot)
+    apply_theme(QApplication.instance(), "light")  # with the packaged stylesheet, as the app runs
     w = win.chat.begin_stream(ChatMessage("assistant", "", status="streaming"))
     long_line = "print(" + ", ".join(f"value_{i}" for i in range(40)) + ")"
     w.message.content = "Here:\n\n```python\n" + long_line + "\n```\n"
@@ -695,8 +697,13 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot
     text_color = view.palette().color(view.foregroundRole())
     assert abs(bg.lightness() - text_color.lightness()) > 100  # text readable on it
     assert doc.idealWidth() <= view.viewport().width() + 1  # wrapped, nothing cut off
+    apply_theme(QApplication.instance(), "dark")  # and in dark: re-shaded, dark, still readable
+    qtbot.wait(20)
+    bg = block.blockFormat().background().color()
+    assert bg.lightness() < 100 and QApplication.palette().color(QPalette.ColorRole.Text).lightness() > 180
+    apply_theme(QApplication.instance(), "system")
     win.chat.end_stream("done")
-    win.chat.remove_from(len(win.chat.widgets) - 1)
+    win.chat.remove_from(len(win.chat.messages()) - 1)
 
 
 def test_at_800x600_the_chat_keeps_60_percent_and_panels_come_back_on_a_wide_screen(win, qtbot):
