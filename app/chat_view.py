@@ -211,13 +211,24 @@ class MessageWidget(QFrame):
         if self.property("faded") != faded:
             self.setProperty("faded", faded)
             self.body.set_faded(faded)
-            pal = QPalette(self.palette())
-            base = self.parentWidget().palette() if self.parentWidget() else self.palette()
-            role_color = base.color(QPalette.ColorRole.WindowText)
-            if faded:
-                role_color = blend(role_color, base.color(QPalette.ColorRole.Window), 0.6)
-            pal.setColor(QPalette.ColorRole.WindowText, role_color)
-            self.roleLabel.setPalette(pal)
+            self._style_role()
+
+    def _style_role(self) -> None:
+        """The role line in the theme's text colour (inherited), or faded towards the window
+        for a message out of view: only that one colour is set, so a theme switch shows."""
+        if not self.faded:
+            self.roleLabel.setPalette(QPalette())  # inherit everything
+            return
+        base = self.parentWidget().palette() if self.parentWidget() else self.palette()
+        pal = QPalette()
+        pal.setColor(QPalette.ColorRole.WindowText, blend(base.color(QPalette.ColorRole.WindowText),
+                                                         base.color(QPalette.ColorRole.Window), 0.6))
+        self.roleLabel.setPalette(pal)
+
+    def changeEvent(self, e):  # noqa: N802
+        if e.type() == QEvent.Type.ApplicationPaletteChange and self.faded:
+            self._style_role()  # the faded colour is blended from the theme: blend it again
+        super().changeEvent(e)
 
     def set_memory(self, memory: MessageMemoryView | None) -> None:
         if memory != self.memory:

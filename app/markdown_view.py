@@ -122,11 +122,12 @@ class MarkdownView(QTextBrowser):
         doc = self.document()
         # From the application's palette, not this view's: the stylesheet makes message views'
         # backgrounds transparent, and their palette then reads Base as black (solid black code
-        # blocks with black text, seen under X11). The theme's own Base and Text are what a code
-        # block must stand out from, lightly, in light and dark alike.
+        # blocks with black text, seen under X11). The theme's own colours are what a code block
+        # must stand out from, lightly, in light and dark alike.
         app = QGuiApplication.instance()
         pal = app.palette() if app is not None else self.palette()
-        bg = blend(pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text), 0.07)
+        # (messages sit on the window's colour: a code block is that, a little towards the text)
+        bg = blend(pal.color(QPalette.ColorRole.Window), pal.color(QPalette.ColorRole.Text), 0.08)
         block = doc.begin()
         cursor = None
         while block.isValid():
