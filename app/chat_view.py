@@ -243,6 +243,7 @@ class ChatView(QScrollArea):
     copyRequested = Signal(int)
     editRequested = Signal(int)
     linkClicked = Signal(QUrl)
+    changed = Signal()  # messages were added or removed (the window re-chains the Tab order)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -466,6 +467,7 @@ class ChatView(QScrollArea):
             w.set_index(n + i)
             w.editButton.setVisible(i == last_user)
         self._place_boundary()
+        self.changed.emit()
 
     # -- streaming --------------------------------------------------------------------
 

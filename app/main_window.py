@@ -429,14 +429,9 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence("Ctrl+R"), self, self.regenerate)
         QShortcut(QKeySequence("Ctrl+L"), self, self.input.setFocus)
         QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.copy_last_reply)
-        QWidget.setTabOrder(self.sidebar.search, self.sidebar.list)
-        QWidget.setTabOrder(self.sidebar.list, self.sidebar.newButton)
-        QWidget.setTabOrder(self.sidebar.exportButton, self.chat)
-        QWidget.setTabOrder(self.chat, self.input)
-        QWidget.setTabOrder(self.input, self.sendButton)
-        QWidget.setTabOrder(self.sendButton, self.stopButton)
-        QWidget.setTabOrder(self.stopButton, self.regenButton)
-        QWidget.setTabOrder(self.regenButton, self.gauge)
+        self.sidePanel.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a frame, not a stop: its fields are
+        self.chat.changed.connect(self._chain_tabs)
+        self._chain_tabs()
         self.resize(1280, 800)
         self.input.setFocus()
 
@@ -940,6 +935,19 @@ class MainWindow(QMainWindow):
         return path
 
     # ------------------------------------------------------------------ menus and layout
+
+    def _chain_tabs(self) -> None:
+        """Tab goes: the message box and its buttons, the chat and each message's buttons, the
+        conversations, the memory gauge, then the settings (not every message button after
+        twenty settings fields)."""
+        order = [self.input, self.sendButton, self.stopButton, self.regenButton, self.chat]
+        for w in self.chat.widgets:
+            order += [w.editButton, w.pinButton, w.copyButton]
+        sb = self.sidebar
+        order += [sb.search, sb.list, sb.newButton, sb.renameButton, sb.deleteButton, sb.exportButton,
+                  self.gauge, self.settingsPanel.modelEdit]
+        for a, b in zip(order, order[1:]):
+            QWidget.setTabOrder(a, b)
 
     def _build_menus(self) -> None:
         def action(menu, text, slot, keys=None, name=""):

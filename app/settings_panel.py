@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -141,12 +142,31 @@ class SettingsPanel(QWidget):
         samp_box = QGroupBox("Sampling")
         f = QFormLayout(samp_box)
         f.addRow("Temperature", self.temperatureSpin)
-        f.addRow("Top-p", self.topPSpin)
-        f.addRow("Top-k", self.topKSpin)
-        f.addRow("Min-p", self.minPSpin)
-        f.addRow("Repetition penalty", self.repPenaltySpin)
         f.addRow("Max reply tokens", self.maxTokensSpin)
-        f.addRow("Seed", self.seedSpin)
+        # the knobs few people touch, folded away under one toggle
+        self.advancedToggle = QToolButton(text="Advanced sampling ▸")
+        self.advancedToggle.setObjectName("advancedSamplingToggle")
+        self.advancedToggle.setAccessibleName("Show advanced sampling settings")
+        self.advancedToggle.setCheckable(True)
+        self.advancedToggle.setAutoRaise(True)
+        self.advancedBox = QWidget()
+        self.advancedBox.setObjectName("advancedSampling")
+        a = QFormLayout(self.advancedBox)
+        a.setContentsMargins(0, 0, 0, 0)
+        a.addRow("Top-p", self.topPSpin)
+        a.addRow("Top-k", self.topKSpin)
+        a.addRow("Min-p", self.minPSpin)
+        a.addRow("Repetition penalty", self.repPenaltySpin)
+        a.addRow("Seed", self.seedSpin)
+        self.advancedBox.setVisible(False)
+
+        def fold(shown: bool) -> None:
+            self.advancedBox.setVisible(shown)
+            self.advancedToggle.setText("Advanced sampling ▾" if shown else "Advanced sampling ▸")
+
+        self.advancedToggle.toggled.connect(fold)
+        f.addRow(self.advancedToggle)
+        f.addRow(self.advancedBox)
         buttons = QHBoxLayout()
         buttons.addWidget(self.applyButton)
         buttons.addWidget(self.revertButton)

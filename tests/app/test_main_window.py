@@ -116,6 +116,20 @@ def test_keyboard_reaches_the_main_controls(win, qtbot):
                  "memoryGauge", "kvDtypeCombo", "budgetSpin", "windowSpin", "sinkSpin", "systemPromptEdit"):
         assert name in chain, f"{name} is not in the tab chain"
     assert chain.index("messageInput") < chain.index("sendButton") < chain.index("stopButton")
+    # input -> chat -> sidebar -> settings, the messages' own buttons right after the chat
+    start = chain.index("messageInput")
+    chain = chain[start:] + chain[:start]
+    assert (chain.index("messageInput") < chain.index("chatView") < chain.index("conversationSearch")
+            < chain.index("memoryGauge") < chain.index("kvDtypeCombo"))
+    if win.chat.widgets:
+        first_pin = win.chat.widgets[0].pinButton
+        names = []
+        w = win.chat
+        for _ in range(40):
+            w = w.nextInFocusChain()
+            names.append(w)
+        assert first_pin in names  # the first message's buttons come soon after the chat
+    assert "sidePanel" not in chain or win.sidePanel.focusPolicy() == Qt.FocusPolicy.NoFocus
 
 
 def test_shift_enter_breaks_the_line_enter_sends_when_idle(win, qtbot):
@@ -850,3 +864,12 @@ def test_a_thousand_message_conversation_opens_fast_and_builds_older_ones_on_dem
     view.remove_from(10)
     assert view.messages() == msgs[:10] and view.offset <= 10
     view.deleteLater()
+
+
+def test_advanced_sampling_is_folded_away_until_asked_for(win, qtbot):
+    panel = win.settingsPanel
+    assert not panel.advancedBox.isVisibleTo(panel) and panel.temperatureSpin.isVisibleTo(panel)
+    qtbot.mouseClick(panel.advancedToggle, Qt.MouseButton.LeftButton)
+    assert panel.advancedBox.isVisibleTo(panel) and panel.topKSpin.isVisibleTo(panel)
+    qtbot.mouseClick(panel.advancedToggle, Qt.MouseButton.LeftButton)
+    assert not panel.topKSpin.isVisibleTo(panel)
