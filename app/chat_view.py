@@ -27,7 +27,8 @@ from PySide6.QtWidgets import (
 )
 
 from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
-from .markdown_view import SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking
+from .markdown_view import (COPY_CODE_LINK, SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking,
+                            label_code_blocks)
 
 
 def tokens(n: int) -> str:
@@ -71,6 +72,7 @@ class MessageWidget(QFrame):
     copyClicked = Signal(object)
     editClicked = Signal(object)
     linkClicked = Signal(QUrl)
+    codeCopied = Signal(str)  # a code block's Copy link put this on the clipboard
 
     def __init__(self, message: ChatMessage, parent=None):
         super().__init__(parent)
@@ -125,6 +127,7 @@ class MessageWidget(QFrame):
 
         self.body = MarkdownStack(self)
         self.show_thinking = False
+        self._code_blocks: list[str] = []  # the code of each fenced block, for its Copy link
         self.body.linkClicked.connect(self._link)
         self.body.menuRequested.connect(lambda at: self.context_menu().exec(at))
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
@@ -164,13 +167,24 @@ class MessageWidget(QFrame):
         self.editButton.setAccessibleName(f"Edit message {index + 1} and resend")
 
     def display_text(self) -> str:
-        """The message as shown: a reasoning block folded unless the user opened it."""
-        return fold_thinking(self.message.content, self.show_thinking)
+        """The message as shown: a reasoning block folded unless the user opened it, each code
+        block labelled with its language and a Copy link."""
+        text, self._code_blocks = label_code_blocks(fold_thinking(self.message.content, self.show_thinking))
+        return text
 
     def _link(self, url) -> None:
-        if url.toString() == THINKING_LINK:  # the fold's own show/hide link
+        link = url.toString()
+        if link == THINKING_LINK:  # the fold's own show/hide link
             self.show_thinking = not self.show_thinking
             self.body.set_markdown(self.display_text())
+            return
+        if link.startswith(COPY_CODE_LINK):  # a code block's Copy: its code, not the Markdown
+            try:
+                code = self._code_blocks[int(link[len(COPY_CODE_LINK):])]
+            except (ValueError, IndexError):
+                return
+            QGuiApplication.clipboard().setText(code)
+            self.codeCopied.emit(code)
             return
         self.linkClicked.emit(url)
 

@@ -234,6 +234,35 @@ def chunk_sources(text: str, bounds: list[int]) -> list[str]:
 
 
 THINKING_LINK = "pinwheel:thinking"
+COPY_CODE_LINK = "pinwheel:copy-code/"  # + the block's number in the message
+
+
+def label_code_blocks(text: str) -> tuple[str, list[str]]:
+    """Each fenced code block gets a line above it with its language and a Copy link; returns
+    the new text and the blocks' code (what Copy puts on the clipboard), in order. An open
+    fence (a block still streaming) is labelled too."""
+    lines = text.split("\n")
+    out: list[str] = []
+    blocks: list[str] = []
+    current: list[str] | None = None
+    fence = ""
+    for line in lines:
+        m = _FENCE_LINE.match(line)
+        if current is None and m:
+            fence = m.group(1)
+            lang = line.strip()[3:].strip().split()[0] if line.strip()[3:].strip() else "code"
+            out.append(f"*{lang}* · [Copy]({COPY_CODE_LINK}{len(blocks)})")
+            current = []
+            blocks.append("")
+        elif current is not None and line.strip().startswith(fence) and line.strip() == fence:
+            blocks[-1] = "\n".join(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+            blocks[-1] = "\n".join(current)
+        out.append(line)
+    return "\n".join(out), blocks
+
 
 
 def fold_thinking(text: str, expanded: bool = False) -> str:

@@ -873,3 +873,21 @@ def test_advanced_sampling_is_folded_away_until_asked_for(win, qtbot):
     assert panel.advancedBox.isVisibleTo(panel) and panel.topKSpin.isVisibleTo(panel)
     qtbot.mouseClick(panel.advancedToggle, Qt.MouseButton.LeftButton)
     assert not panel.topKSpin.isVisibleTo(panel)
+
+
+def test_code_blocks_show_their_language_and_copy_just_their_code(win, qtbot):
+    from app.chat_view import ChatMessage
+
+    idle(win, qtbot)
+    content = "Two ways:\n\n```python\ndef f(s):\n    return s[::-1]\n```\n\nand\n\n```\nrev <<< \"$s\"\n```\n"
+    w = win.chat.append(ChatMessage("assistant", content))
+    text = w.body.toPlainText()
+    assert "python · Copy" in text and "code · Copy" in text
+    copied = []
+    w.codeCopied.connect(copied.append)
+    w.body.views[0].anchorClicked.emit(QUrl("pinwheel:copy-code/0"))
+    assert QApplication.clipboard().text() == "def f(s):\n    return s[::-1]" == copied[0]
+    w.body.views[0].anchorClicked.emit(QUrl("pinwheel:copy-code/1"))
+    assert QApplication.clipboard().text() == 'rev <<< "$s"'
+    assert w.message.content == content  # the label is the view's, not the message's
+    win.chat.remove_from(len(win.chat.messages()) - 1)
