@@ -12,6 +12,7 @@ at the top of the chat; nothing modal, nothing lost, the window stays usable.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import gc
 import html
 import logging
@@ -755,7 +756,14 @@ class MainWindow(QMainWindow):
                 pinned_tokens += int(mm.tokens)
         self.chat.set_memory(per, int(s.sink_tokens), system_tokens)
         if not self.generating:  # a reply's own tokens are never pinned: skip the work while streaming
+            plan = self.settingsPanel.applied_plan
+            if plan is not None and (plan.sinks, plan.window) != (int(s.sink_tokens), int(s.window)):
+                # a pin (or a new system prompt) moved tokens into the sinks: that is the cache now,
+                # so the preview compares against it ("same as the current cache" after a pin)
+                self.settingsPanel.applied_plan = dataclasses.replace(plan, sinks=int(s.sink_tokens),
+                                                                      window=int(s.window))
             self.settingsPanel.set_pinned_tokens(pinned_tokens)
+            self.settingsPanel.refresh_preview()
         self._update_cache_label(int(s.cache_tokens), int(s.capacity))
         if self.generating and snap.tok_s:
             self.speedLabel.setText(f"{snap.tok_s:.1f} tok/s")

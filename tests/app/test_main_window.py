@@ -352,6 +352,8 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
     # the message's tokens joined the sinks (re-encoded, so counted afresh), the window shrank
     qtbot.waitUntil(pinned_in_sinks, timeout=10_000)
     assert win.last_stats.stats.window < win.last_stats.stats.capacity - sinks_before
+    # nothing was edited: the settings preview says the cache is as it is (it said "differs")
+    qtbot.waitUntil(lambda: "same as the current cache" in win.settingsPanel.preview_text(), timeout=5000)
     assert win.chat.messages()[0].pinned and not win.chat.widgets[0].faded
     assert "pinned" in win.chat.widgets[0].memoryLabel.text()
     assert stored(data_dir, win.current_id)[0].pinned
