@@ -754,6 +754,8 @@ class MainWindow(QMainWindow):
             per[mm.index] = MessageMemoryView(int(mm.tokens), int(mm.tokens_in_cache), bool(mm.pinned))
             if mm.pinned:
                 pinned_tokens += int(mm.tokens)
+        if not getattr(s, "system_in_sinks", True):  # (Gemma folds it into the first turn)
+            system_tokens = 0
         self.chat.set_memory(per, int(s.sink_tokens), system_tokens)
         if not self.generating:  # a reply's own tokens are never pinned: skip the work while streaming
             plan = self.settingsPanel.applied_plan

@@ -28,6 +28,9 @@ class SessionStats:
     rss_bytes: int
     kv_dtype: str = "int8"
     messages: tuple[MessageMemory, ...] = field(default_factory=tuple)
+    # False when the template folds the system prompt into the first user turn (Gemma): the
+    # sinks then hold only the turn's opening, not the prompt itself
+    system_in_sinks: bool = True
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "messages"}

@@ -263,6 +263,7 @@ class ChatSession:
             kv_bytes=dec.kv_bytes, budget_bytes=self.plan.budget_bytes,
             weight_bytes=self.model.weight_bytes, rss_bytes=rss_bytes(),
             kv_dtype=self.plan.kv_dtype, messages=msgs,
+            system_in_sinks=not self.system or self.system in self._system_text,
         )
 
     # --- turns -----------------------------------------------------------------------------
