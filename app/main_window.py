@@ -44,10 +44,10 @@ from PySide6.QtWidgets import (
 from engine.errors import PinwheelError
 from engine.budget import MIN_WINDOW
 
-from .chat_view import PLACEHOLDER, ChatMessage, ChatView, MessageMemoryView
+from .chat_view import PLACEHOLDER, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar
 from . import engine_events as E
-from .chat_controller import ChatController, title_for
+from .chat_controller import ChatController
 from .engine_events import ReplyResult, StatsSnapshot
 from .engine_worker import EngineConfig, EngineController
 from .memory_gauge import MemoryGauge, fmt_bytes
@@ -642,9 +642,6 @@ class MainWindow(QMainWindow):
             return
         self.input.clear()
         self.controller.send(text)
-
-    def _title_for(self, text: str) -> str:
-        return title_for(text)
 
     def _conversation_settings(self) -> dict:
         d = self.settings.to_dict()
