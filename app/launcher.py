@@ -24,7 +24,7 @@ import time
 
 from app.identity import DIST_NAME, get_version  # noqa: F401 (re-exported: the launcher's --version)
 
-CLI_COMMANDS = ("chat", "plan", "score", "bench")
+CLI_COMMANDS = ("chat", "plan", "score", "bench", "models")
 DESKTOP_COMMANDS = ("install-desktop", "uninstall-desktop")
 
 HELP = """\
@@ -39,6 +39,7 @@ commands:
   plan               show the KV-cache memory plan for a model and a budget
   score              measure what a memory setting costs in quality on your own text
   bench              measure prefill and decode speed
+  models             the GGUF models on this machine (other apps' folders too) and what each needs
   install-desktop    add Pinwheel to your application launcher (desktop entry + icons)
   uninstall-desktop  remove what install-desktop added
 

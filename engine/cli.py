@@ -18,7 +18,9 @@ from .errors import PinwheelError, SettingsError
 
 def _model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and memory")
-    g.add_argument("--model", metavar="PATH", help="GGUF file (default: $PINWHEEL_MODEL, the models folder, SmolLM2-135M)")
+    g.add_argument("--model", metavar="PATH|NAME",
+                   help="GGUF file, or a name `pinwheel models` lists (default: $PINWHEEL_MODEL, the models "
+                        "folder, SmolLM2-135M)")
     g.add_argument("--kv-dtype", choices=KV_DTYPES, default="int8", help="KV cache precision (default int8)")
     g.add_argument("--kv-budget-mib", type=float, default=DEFAULT_BUDGET / MIB, metavar="X",
                    help="KV cache budget in MiB (default 11.5)")
@@ -62,6 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-tokens", type=int, default=None, metavar="N", help="score only the first N tokens")
     s.add_argument("--json", action="store_true")
 
+    m = sub.add_parser("models", help="the GGUF models on this machine (other apps' folders too), and what each "
+                                      "needs in memory")
+    m.add_argument("--json", action="store_true", help="one JSON object per model")
+    m.add_argument("--dir", action="append", default=[], metavar="DIR", help="also look in DIR (repeatable)")
+    m.add_argument("--kv-dtype", choices=KV_DTYPES, default="int8", help="KV cache precision of the plan (default int8)")
+    m.add_argument("--kv-budget-mib", type=float, default=DEFAULT_BUDGET / MIB, metavar="X",
+                   help="KV cache budget in MiB (default 11.5)")
+    m.add_argument("--window", type=int, default=None, metavar="N", help="cap the sliding window (tokens)")
+    m.add_argument("--all", action="store_true", help="also list files Pinwheel cannot run")
     return ap
 
 
@@ -79,9 +90,9 @@ def _sinks_arg(value, default):
 
 def _load(args):
     from .gguf_loader import load_model
-    from .model_locator import locate_model
+    from .library import locate
 
-    return load_model(locate_model(args.model))
+    return load_model(locate(args.model))
 
 
 def _plan(args, config, sinks):
@@ -96,9 +107,9 @@ def _plan(args, config, sinks):
 
 def cmd_plan(args) -> int:
     from .gguf_loader import check_header, config_from_metadata, metadata, read_gguf
-    from .model_locator import locate_model
+    from .library import locate
 
-    path = locate_model(args.model)
+    path = locate(args.model)
     check_header(path)
     cfg = config_from_metadata(metadata(read_gguf(path)))  # no weights needed for a plan
     plan = _plan(args, cfg, _sinks_arg(args.sinks, 4))
@@ -211,10 +222,54 @@ def _read_text(path: str) -> str:
         raise SettingsError(f"cannot read {p}: {e.strerror}") from None
 
 
+def _size(n: int | None) -> str:
+    if n is None:
+        return "—"
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+def _count(n: int | None) -> str:
+    if not n:
+        return "—"
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+VERDICTS = {"fits": "fits", "tight": "tight", "no": "does not fit", None: ""}
+
+
+def cmd_models(args) -> int:
+    from .library import library
+
+    if args.kv_budget_mib is None or not args.kv_budget_mib > 0:
+        raise SettingsError(f"--kv-budget-mib must be positive (got {args.kv_budget_mib})")
+    rows = library(args.dir, kv_dtype=args.kv_dtype, budget_bytes=int(args.kv_budget_mib * MIB), window=args.window)
+    if not args.all and not args.json:
+        rows = [r for r in rows if r.supported] + [r for r in rows if not r.supported and not r.note.startswith(
+            ("vision projector", "LoRA adapter"))]
+    if args.json:
+        for r in rows:
+            print(json.dumps(r.to_dict()))
+        return 0
+    if not rows:
+        print("no GGUF models found (looked in Pinwheel's models folder and in LM Studio's, Jan's, GPT4All's, "
+              "Ollama's, llama.cpp's and the Hugging Face cache; add folders with --dir)")
+        return 0
+    head = ("name", "family", "params", "quant", "file", "context", "from", "needs", "")
+    table = [head] + [(r.name, r.arch or "?", _count(r.params), r.quant or "—", _size(r.file_bytes),
+                       f"{r.context_length:,}" if r.context_length else "—", r.source, _size(r.total_bytes),
+                       VERDICTS[r.fits] if r.supported else r.note) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(head) - 1)]
+    for row in table:
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)) + "  " + str(row[-1]))
+    print("\nneeds = the weights as Pinwheel holds them + the KV cache of this plan + the runtime; "
+          "it does not grow during a chat")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"chat": cmd_chat, "plan": cmd_plan, "score": cmd_score}[args.command](args)
+        return {"chat": cmd_chat, "plan": cmd_plan, "score": cmd_score, "models": cmd_models}[args.command](args)
     except PinwheelError as e:
         print(f"pinwheel: error: {e}", file=sys.stderr)
         return 2

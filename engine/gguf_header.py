@@ -1,0 +1,172 @@
+"""A GGUF file's header, read fast and bounded, without its weights or its vocabulary's strings:
+what the model library lists for every file it finds (hundreds of files, some of them hostile).
+
+The metadata's scalars are kept; an array keeps only its length (a 262k-token vocabulary is
+walked, not built). The tensor table is kept whole (names, types, shapes): it is what the
+weights will take. Every count and length is checked against the file's size before it is
+used, and a file that lies is one HeaderError line, as the loader's own checks do.
+"""
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# value types of the GGUF spec: fixed sizes, and the struct format of the scalars
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_MAX_KV = 1 << 16
+_MAX_TENSORS = 1 << 17
+_MAX_DIMS = 8
+_MAX_KEY = 1 << 16  # bytes of a key or a scalar string
+
+
+class HeaderError(ValueError):
+    """The file is not a GGUF whose header can be read (one line, for a table's row)."""
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    """A metadata array, by its length only."""
+
+    item_type: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+@dataclass
+class Header:
+    version: int
+    metadata: dict = field(default_factory=dict)  # scalars as values, arrays as ArrayInfo
+    tensors: dict = field(default_factory=dict)  # name -> (GGML type name, numpy-order shape)
+
+    def type_of(self, name: str) -> str | None:
+        t = self.tensors.get(name)
+        return None if t is None else t[0]
+
+
+class _Cursor:
+    def __init__(self, buf, size: int):
+        self.buf, self.size, self.pos = buf, size, 0
+
+    def take(self, n: int) -> int:
+        start = self.pos
+        if n < 0 or start + n > self.size:
+            raise HeaderError(f"the header runs past the end of the file (at byte {start})")
+        self.pos = start + n
+        return start
+
+    def unpack(self, fmt: str):
+        n = struct.calcsize(fmt)
+        return struct.unpack_from(fmt, self.buf, self.take(n))[0]
+
+    def string(self, limit: int | None = _MAX_KEY) -> str | None:
+        n = self.unpack("<Q")
+        if limit is not None and n > limit:
+            self.take(n)
+            return None
+        start = self.take(n)
+        return bytes(self.buf[start : start + n]).decode("utf-8", "replace")
+
+
+_U64 = struct.Struct("<Q")
+
+
+def _skip_strings(buf, pos: int, size: int, n: int) -> int:
+    """Walk n length-prefixed strings from pos (the hot loop of a big vocabulary: locals only)."""
+    unpack = _U64.unpack_from
+    for _ in range(n):
+        if pos + 8 > size:
+            raise HeaderError("the header runs past the end of the file (inside a string array)")
+        pos += 8 + unpack(buf, pos)[0]
+    if pos > size:
+        raise HeaderError("the header runs past the end of the file (inside a string array)")
+    return pos
+
+
+def _value(c: _Cursor, vtype: int, depth: int = 0):
+    if vtype in _SCALARS:
+        return c.unpack(_SCALARS[vtype])
+    if vtype == _STRING:
+        return c.string()
+    if vtype == _ARRAY:
+        if depth > 2:
+            raise HeaderError("metadata arrays nested too deep")
+        itype, n = c.unpack("<I"), c.unpack("<Q")
+        if itype in _SCALARS:
+            c.take(n * struct.calcsize(_SCALARS[itype]))
+        elif itype == _STRING:
+            if n * 8 > c.size - c.pos:
+                raise HeaderError(f"a metadata array claims {n} strings, more than the file holds")
+            c.pos = _skip_strings(c.buf, c.pos, c.size, n)
+        elif itype == _ARRAY:
+            for _ in range(n):
+                _value(c, _ARRAY, depth + 1)
+        else:
+            raise HeaderError(f"unknown metadata value type {itype}")
+        return ArrayInfo(itype, n)
+    raise HeaderError(f"unknown metadata value type {vtype}")
+
+
+def read_header(path: str | Path) -> Header:
+    """The header of a GGUF file; HeaderError (one line) for anything else."""
+    import gguf
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size < 24:
+            raise HeaderError("not a GGUF model file (too short)")
+        with open(p, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        view = memoryview(mm)
+        try:
+            if mm[:4] != b"GGUF":
+                raise HeaderError("not a GGUF model file")
+            c = _Cursor(view, size)
+            try:
+                c.take(4)
+                version, n_tensors, n_kv = c.unpack("<I"), c.unpack("<Q"), c.unpack("<Q")
+                if version not in (2, 3):
+                    raise HeaderError(f"unsupported GGUF version {version}")
+                if n_kv > _MAX_KV or n_tensors > _MAX_TENSORS:
+                    raise HeaderError(f"implausible header ({n_tensors} tensors, {n_kv} metadata entries)")
+                h = Header(version)
+                for _ in range(n_kv):
+                    key = c.string()
+                    vtype = c.unpack("<I")
+                    val = _value(c, vtype)
+                    if key is not None:
+                        h.metadata[key] = val
+                for _ in range(n_tensors):
+                    name = c.string()
+                    n_dims = c.unpack("<I")
+                    if n_dims > _MAX_DIMS:
+                        raise HeaderError(f"tensor {name} claims {n_dims} dimensions")
+                    dims = [c.unpack("<Q") for _ in range(n_dims)]
+                    ttype = c.unpack("<I")
+                    c.take(8)  # data offset
+                    try:
+                        tname = gguf.GGMLQuantizationType(ttype).name
+                    except ValueError:
+                        tname = f"type {ttype}"
+                    h.tensors[name] = (tname, tuple(reversed(dims)))
+                return h
+            finally:
+                del c
+        finally:
+            # a traceback may still hold a slice of the view: then the map closes when it goes
+            try:
+                view.release()
+                mm.close()
+            except BufferError:
+                pass
+    except HeaderError:
+        raise
+    except OSError as e:
+        raise HeaderError(f"cannot read the file ({e.strerror or e})") from None
+    except (struct.error, ValueError, OverflowError) as e:
+        raise HeaderError(f"malformed header ({type(e).__name__})") from None

@@ -1,0 +1,222 @@
+"""The model library: a fake home laid out as each app lays it out, listed by `pinwheel models`
+with the right names, families, sources and verdicts; hostile files are one unreadable row."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine import library
+from engine.gguf_header import HeaderError, read_header
+from tests.fixtures.family_gguf import write_family_gguf
+from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_KEYS = ("XDG_DATA_HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "LLAMA_CACHE", "OLLAMA_MODELS")
+
+
+def _write_split(folder: Path, src: Path) -> list[Path]:
+    """A model as gguf-split writes it: metadata in part 1, the tensors spread over two parts."""
+    import gguf
+
+    r = gguf.GGUFReader(str(src))
+    names = [t.name for t in r.tensors]
+    half = len(names) // 2
+    paths = [folder / "big-00001-of-00002.gguf", folder / "big-00002-of-00002.gguf"]
+    for k, (path, chunk) in enumerate(zip(paths, (names[:half], names[half:]))):
+        w = gguf.GGUFWriter(str(path), "llama")
+        if k == 0:
+            for key, field in r.fields.items():
+                if key.startswith("GGUF.") or key == "general.architecture":
+                    continue
+                vtype = field.types[0]
+                val = field.contents()
+                if vtype == gguf.GGUFValueType.ARRAY:
+                    w.add_key_value(key, val, vtype, sub_type=field.types[-1])
+                else:
+                    w.add_key_value(key, val, vtype)
+        w.add_uint16("split.no", k)
+        w.add_uint16("split.count", 2)
+        w.add_int32("split.tensors.count", len(names))
+        for t in r.tensors:
+            if t.name in chunk:
+                w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    return paths
+
+
+@pytest.fixture(scope="module")
+def fake_home(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    src = tmp_path_factory.mktemp("src")
+    models = {f: write_family_gguf(src / f"{f}.gguf", f) for f in ("qwen2", "qwen3", "gemma3", "phi3")}
+    tiny = write_tiny_gguf(src / "tiny.gguf")
+
+    def put(rel: str, source: Path) -> Path:
+        dst = home / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, dst)
+        return dst
+
+    put(".lmstudio/models/someone/Tiny-Qwen-GGUF/tiny-qwen-Q8_0.gguf", models["qwen2"])
+    put(".local/share/Jan/data/llamacpp/models/tiny-gemma/model.gguf", models["gemma3"])
+    put(".local/share/nomic.ai/GPT4All/tiny-phi3.gguf", models["phi3"])
+    put(".cache/llama.cpp/someone_Tiny-Qwen3-GGUF_tiny-qwen3.gguf", models["qwen3"])
+    # Ollama: a manifest naming a content-addressed blob
+    blob_data = tiny.read_bytes()
+    digest = hashlib.sha256(blob_data).hexdigest()
+    ollama = home / ".ollama/models"
+    (ollama / "blobs").mkdir(parents=True)
+    (ollama / "blobs" / f"sha256-{digest}").write_bytes(blob_data)
+    manifest = ollama / "manifests/registry.ollama.ai/library/tinyllama/latest"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"schemaVersion": 2, "layers": [
+        {"mediaType": "application/vnd.ollama.image.model", "digest": f"sha256:{digest}", "size": len(blob_data)},
+        {"mediaType": "application/vnd.ollama.image.template", "digest": "sha256:" + "0" * 64, "size": 10}]}))
+    # the Hugging Face hub cache: snapshots link into blobs
+    hub = home / ".cache/huggingface/hub/models--someone--tiny-repo"
+    (hub / "blobs").mkdir(parents=True)
+    shutil.copyfile(tiny, hub / "blobs" / "abc123")
+    snap = hub / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    os.symlink("../../blobs/abc123", snap / "tiny-f32.gguf")
+    # a folder the user adds: a split model, a vision projector, a truncated and a hostile file
+    extra = home / "Downloads" / "models"
+    extra.mkdir(parents=True)
+    _write_split(extra, tiny)
+    write_tiny_gguf(extra / "mmproj-tiny.gguf", arch="clip")
+    (extra / "truncated.gguf").write_bytes(tiny.read_bytes()[:200])
+    (extra / "hostile.gguf").write_bytes(b"GGUF" + (3).to_bytes(4, "little") + (2**60).to_bytes(8, "little")
+                                         + (2**60).to_bytes(8, "little") + b"\0" * 64)
+    (extra / "notes.gguf").write_bytes(b"this is not a model")
+    return home, extra
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in ENV_KEYS:
+        monkeypatch.delenv(k, raising=False)
+
+
+def test_the_library_finds_each_apps_models_with_names_families_and_verdicts(fake_home, clean_env):
+    home, extra = fake_home
+    rows = {(r.source, r.name): r for r in library.library([extra], home=home)}
+    by_source = {}
+    for (source, name), r in rows.items():
+        by_source.setdefault(source, []).append(r)
+    assert {r.arch for r in by_source["lmstudio"]} == {"qwen2"}
+    assert {r.arch for r in by_source["jan"]} == {"gemma3"}
+    assert {r.arch for r in by_source["gpt4all"]} == {"phi3"}
+    assert {r.arch for r in by_source["llama.cpp"]} == {"qwen3"}
+    assert ("ollama", "tinyllama:latest") in rows  # Ollama's own name, not the blob's hash
+    assert {r.name for r in by_source["huggingface"]} == {"tiny-f32"}
+    for r in rows.values():
+        if r.supported:
+            assert r.weight_bytes > 0 and r.kv_bytes > 0 and r.total_bytes == r.weight_bytes + r.kv_bytes + \
+                r.runtime_bytes and r.fits in ("fits", "tight", "no")
+            assert r.quant and r.params and r.context_length == 2048 or r.context_length == 512
+    folder = by_source["folder"]
+    split = next(r for r in folder if r.name == "big")
+    assert split.parts == 2 and split.params == rows[("ollama", "tinyllama:latest")].params  # one model
+    notes = {Path(r.path).name: r.note for r in folder}
+    assert notes["mmproj-tiny.gguf"].startswith("vision projector")
+    for bad in ("truncated.gguf", "hostile.gguf", "notes.gguf"):
+        assert notes[bad].startswith("unreadable") and "\n" not in notes[bad]
+
+
+def test_a_machine_without_memory_gets_no_for_an_answer(fake_home, clean_env):
+    home, _ = fake_home
+    rows = library.library(home=home)
+    r = next(r for r in rows if r.supported)
+    again = library.describe(r.path, r.source, available=r.total_bytes - 1)
+    assert again.fits == "no" and library.describe(r.path, available=int(r.total_bytes / 0.9)).fits == "tight"
+    assert library.describe(r.path, available=10 * r.total_bytes).fits == "fits"
+
+
+def test_the_weights_and_cache_it_predicts_are_what_loading_holds(fake_home, clean_env):
+    from engine import load_model
+    from engine.budget import plan_memory
+    from engine.kv_cache import allocate
+
+    home, _ = fake_home
+    for r in library.library(home=home):
+        if not r.supported:
+            continue
+        m = load_model(r.path)
+        assert m.weight_bytes == r.weight_bytes, r.name
+        assert allocate(m.config, plan_memory(m.config)).nbytes == r.kv_bytes, r.name
+
+
+def test_hostile_headers_never_crash_the_reader(tmp_path):
+    import random
+
+    good = write_tiny_gguf(tmp_path / "good.gguf").read_bytes()
+    rng = random.Random(0)
+    for i in range(60):
+        data = bytearray(good[:4096])
+        for _ in range(8):
+            data[rng.randrange(4, len(data))] = rng.randrange(256)
+        p = tmp_path / f"fuzz{i}.gguf"
+        p.write_bytes(bytes(data))
+        try:
+            read_header(p)
+        except HeaderError as e:
+            assert "\n" not in str(e)
+
+
+def test_cli_lists_the_library_as_json_and_finds_models_by_name(fake_home, tmp_path):
+    home, extra = fake_home
+    env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+    env["HOME"] = str(home)
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "models", "--json", "--dir", str(extra)],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    keys = {"path", "name", "arch", "supported", "params", "quant", "file_bytes", "context_length", "source",
+            "weight_bytes", "kv_bytes", "total_bytes", "fits"}
+    assert all(keys <= set(row) for row in rows)
+    assert {"lmstudio", "jan", "gpt4all", "ollama", "llama.cpp", "huggingface", "folder"} <= {row["source"] for row in rows}
+    # --model takes a library name
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "plan", "--model", "tinyllama:latest", "--json"],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["kv_bytes"] > 0
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "plan", "--model", "no-such-model"],
+                       cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "pinwheel models" in r.stderr
+
+
+TRUTH = """
+import json, sys, psutil
+from engine import library, load_model
+from engine.budget import plan_memory
+from engine.session import ChatSession
+path = sys.argv[1]
+predicted = library.describe(path, app_window=False).total_bytes
+m = load_model(path)
+s = ChatSession(m, plan_memory(m.config))
+s.warmup()
+for _ in s.stream("Hello there, how are you?", max_tokens=8):
+    pass
+print(json.dumps({"predicted": predicted, "rss": psutil.Process().memory_info().rss}))
+"""
+
+
+def test_the_footprint_it_predicts_is_what_the_process_takes(tmp_path):
+    """The truth check: a fresh process loads the model, compiles and answers; its RSS is within
+    5% of the library's prediction (weights + plan + runtime)."""
+    path = write_family_gguf(tmp_path / "qwen2.gguf", "qwen2")
+    r = subprocess.run([sys.executable, "-c", TRUTH, str(path)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert abs(got["rss"] - got["predicted"]) <= 0.05 * got["predicted"], got
