@@ -132,3 +132,11 @@ class Failed:
 
     kind: str
     message: str
+
+
+@dataclass(frozen=True)
+class LibraryListed:
+    """The model library's rows (engine.library.ModelEntry), listed in the engine thread."""
+
+    request: int
+    rows: tuple

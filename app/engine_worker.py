@@ -43,9 +43,9 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM, DEFAULT_BUDGET, plan_memory
 from engine.events import Done, PrefillProgress, Rebuilt, Stats, Token
 
-from .engine_events import (AutoSinks, CacheRebuilt, DevicesFound, Failed, HistoryLoaded, LoadFailed, LoadProgress,
-                            LoadRefused, ModelInfo, ModelLoaded, PinChanged, PlanApplied, ReplyEvent, ReplyFinished,
-                            ReplyResult, StatsReady, StatsSnapshot)
+from .engine_events import (AutoSinks, CacheRebuilt, DevicesFound, Failed, HistoryLoaded, LibraryListed, LoadFailed,
+                            LoadProgress, LoadRefused, ModelInfo, ModelLoaded, PinChanged, PlanApplied, ReplyEvent,
+                            ReplyFinished, ReplyResult, StatsReady, StatsSnapshot)
 
 log = logging.getLogger(__name__)
 
@@ -417,6 +417,21 @@ class EngineWorker(QObject):
         self.event.emit(HistoryLoaded(request))
         self._emit_stats()
 
+    @Slot(int, object, object)
+    def list_models(self, request: int, extra_dirs: list, cfg: EngineConfig) -> None:
+        """The model library for the window (here: it reads headers from disk and imports the
+        engine, neither of which the GUI thread does)."""
+        try:
+            from engine.library import library
+
+            rows = library(extra_dirs or (), kv_dtype=cfg.kv_dtype, budget_bytes=cfg.budget_bytes,
+                           window=cfg.window or None)
+        except Exception as exc:  # noqa: BLE001 - shown in the dialog
+            log.warning("listing models failed:\n%s", traceback.format_exc())
+            self.event.emit(Failed(*describe_error(exc)))
+            rows = []
+        self.event.emit(LibraryListed(request, tuple(rows)))
+
     @Slot(str)
     def count_sinks(self, system: str) -> None:
         """How many tokens "auto" sinks pin for `system` (for the settings preview)."""
@@ -467,6 +482,7 @@ class EngineController(QObject):
     _history = Signal(int, object)
     _probe = Signal()
     _count = Signal(str)
+    _list = Signal(int, object, object)
 
     def __init__(self, parent: QObject | None = None, loader=None, checker=None):
         super().__init__(parent)
@@ -482,6 +498,7 @@ class EngineController(QObject):
         self._history.connect(self.worker.load_history)
         self._probe.connect(self.worker.probe_devices)
         self._count.connect(self.worker.count_sinks)
+        self._list.connect(self.worker.list_models)
         self._next = 0
         self.thread.start()
         _LIVE.add(self)
@@ -514,6 +531,11 @@ class EngineController(QObject):
 
     def count_sinks(self, system: str) -> None:
         self._count.emit(system)
+
+    def list_models(self, extra_dirs: list, cfg: EngineConfig) -> int:
+        req = self._request()
+        self._list.emit(req, list(extra_dirs), cfg)
+        return req
 
     def cancel(self) -> None:
         """Stop the reply being generated and any queued before now (returns at once)."""

@@ -138,6 +138,12 @@ def describe(path: str | Path, source: str = "folder", *, kv_dtype: str = "int8"
     if kind == "adapter":
         e.note = "LoRA adapter (not a chat model)"
         return e
+    if kind == "imatrix" or "imatrix" in p.name.lower():
+        e.note = "importance matrix (not a chat model)"
+        return e
+    if len(files) > 1:
+        e.note = f"split into {len(files)} files: Pinwheel loads single-file models (merge it with llama-gguf-split)"
+        return e
     if e.arch not in SUPPORTED_ARCHS:
         e.note = f"architecture {e.arch!r} is not supported (supported: {', '.join(SUPPORTED_ARCHS)})"
         return e
@@ -223,11 +229,24 @@ def find_models(extra_dirs: Iterable[str | Path] = (), home: Path | None = None)
         add(f)
     dirs = [(source, d) for source, d in source_dirs(home)] + [("folder", Path(d).expanduser()) for d in extra_dirs]
     for source, d in dirs:
-        if not d.is_dir():
+        try:
+            if not d.is_dir():
+                continue
+            files = sorted(p for p in _gguf_files(d) if not p.name.startswith("incomplete-"))  # GPT4All's partials
+        except OSError:  # a folder we may not read (another user's Ollama): skipped
             continue
-        for first, parts in _group_splits(sorted(_gguf_files(d))):
-            add(Found(first, source, None, parts))
+        for first, parts in _group_splits(files):
+            add(Found(first, source, _hub_name(first) if source == "huggingface" else None, parts))
     return found
+
+
+def _hub_name(p: Path) -> str | None:
+    """The Hugging Face cache's models--org--repo/snapshots/<rev>/file.gguf as org/repo/file."""
+    for parent in p.parents:
+        if parent.name.startswith("models--"):
+            repo = parent.name[len("models--"):].replace("--", "/")
+            return f"{repo}/{_display_name(p)}"
+    return None
 
 
 def library(extra_dirs: Iterable[str | Path] = (), home: Path | None = None, **plan) -> list[ModelEntry]:

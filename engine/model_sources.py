@@ -40,31 +40,72 @@ def source_dirs(home: Path | None = None, env: Mapping[str, str] | None = None,
     xdg_cache = _env(env, "XDG_CACHE_HOME") or home / ".cache"
     out: list[tuple[str, Path]] = [("pinwheel", user_models_dir() if home == Path.home() else
                                     xdg_data / "pinwheel" / "models")]
+    lmstudio = _lmstudio_home(home)
     if plat == "darwin":
         support = home / "Library" / "Application Support"
         caches = home / "Library" / "Caches"
-        out += [("lmstudio", home / ".lmstudio" / "models"), ("lmstudio", home / ".cache" / "lm-studio" / "models"),
-                ("jan", support / "Jan" / "data" / "llamacpp" / "models"), ("jan", support / "Jan" / "data" / "models"),
+        out += [*[("lmstudio", d / "models") for d in lmstudio],
+                *_jan(support / "Jan", env),
                 ("jan", home / "jan" / "models"),
                 ("gpt4all", support / "nomic.ai" / "GPT4All"),
+                *_gpt4all_setting(home / "Library" / "Preferences"),
                 ("llama.cpp", _env(env, "LLAMA_CACHE") or caches / "llama.cpp")]
     elif plat.startswith("win"):
         appdata = _env(env, "APPDATA") or home / "AppData" / "Roaming"
         local = _env(env, "LOCALAPPDATA") or home / "AppData" / "Local"
-        out += [("lmstudio", home / ".lmstudio" / "models"), ("lmstudio", home / ".cache" / "lm-studio" / "models"),
-                ("jan", appdata / "Jan" / "data" / "llamacpp" / "models"), ("jan", appdata / "Jan" / "data" / "models"),
+        out += [*[("lmstudio", d / "models") for d in lmstudio],
+                *_jan(appdata / "Jan", env),
                 ("gpt4all", local / "nomic.ai" / "GPT4All"),
                 ("llama.cpp", _env(env, "LLAMA_CACHE") or local / "llama.cpp")]
     else:
-        out += [("lmstudio", home / ".lmstudio" / "models"), ("lmstudio", home / ".cache" / "lm-studio" / "models"),
-                ("jan", xdg_data / "Jan" / "data" / "llamacpp" / "models"), ("jan", xdg_data / "Jan" / "data" / "models"),
+        out += [*[("lmstudio", d / "models") for d in lmstudio],
+                *_jan(xdg_data / "Jan", env),
                 ("jan", home / "jan" / "models"),
-                ("gpt4all", xdg_data / "nomic.ai" / "GPT4All"),
+                ("gpt4all", xdg_data / "nomic.ai" / "GPT4All"), *_gpt4all_setting(home / ".config"),
                 ("llama.cpp", _env(env, "LLAMA_CACHE") or xdg_cache / "llama.cpp")]
     hf = _env(env, "HF_HUB_CACHE") or ((_env(env, "HF_HOME") / "hub") if env.get("HF_HOME") else
                                        xdg_cache / "huggingface" / "hub")
     out.append(("huggingface", hf))
     return out
+
+
+def _lmstudio_home(home: Path) -> list[Path]:
+    """LM Studio's home: the folder named in ~/.lmstudio-home-pointer, else ~/.cache/lm-studio,
+    else ~/.lmstudio (lmstudio-ai/lms src/lmstudioPaths.ts); models sit in <home>/models."""
+    out = []
+    try:
+        pointed = (home / ".lmstudio-home-pointer").read_text(encoding="utf-8").strip()
+        if pointed:
+            out.append(Path(pointed).expanduser())
+    except OSError:
+        pass
+    return out + [home / ".cache" / "lm-studio", home / ".lmstudio"]
+
+
+def _jan(app_dir: Path, env: Mapping[str, str]) -> list[tuple[str, Path]]:
+    """Jan's data folder (janhq/jan: <data dir>/Jan/data, moved by settings.json's
+    `data_folder` or $JAN_DATA_FOLDER): models under llamacpp/models (current) and models."""
+    roots = [_env(env, "JAN_DATA_FOLDER")]
+    try:
+        data = json.loads((app_dir / "settings.json").read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get("data_folder"), str):
+            roots.append(Path(data["data_folder"]).expanduser())
+    except (OSError, ValueError):
+        pass
+    roots.append(app_dir / "data")
+    return [("jan", r / sub) for r in roots if r is not None for sub in ("llamacpp/models", "models")]
+
+
+def _gpt4all_setting(config_dir: Path) -> list[tuple[str, Path]]:
+    """A models folder the user chose in GPT4All (modelPath= in nomic.ai/GPT4All.ini)."""
+    try:
+        for line in (config_dir / "nomic.ai" / "GPT4All.ini").read_text(encoding="utf-8").splitlines():
+            if line.strip().startswith("modelPath="):
+                value = line.split("=", 1)[1].strip().strip('"')
+                return [("gpt4all", Path(value).expanduser())] if value else []
+    except OSError:
+        pass
+    return []
 
 
 def ollama_dirs(home: Path | None = None, env: Mapping[str, str] | None = None) -> list[Path]:
@@ -102,7 +143,11 @@ def ollama_models(home: Path | None = None, env: Mapping[str, str] | None = None
             if not isinstance(digest, str) or not digest.startswith("sha256:"):
                 continue
             blob = root / "blobs" / digest.replace(":", "-")
-            if not blob.is_file():
+            try:  # a single GGUF (newer models may be one blob per tensor: not ours to list)
+                with open(blob, "rb") as f:
+                    if f.read(4) != b"GGUF":
+                        continue
+            except OSError:
                 continue
             rel = path.relative_to(manifests).parts  # registry, namespace, model, tag
             if len(rel) < 4:

@@ -118,7 +118,7 @@ def test_the_library_finds_each_apps_models_with_names_families_and_verdicts(fak
     assert {r.arch for r in by_source["gpt4all"]} == {"phi3"}
     assert {r.arch for r in by_source["llama.cpp"]} == {"qwen3"}
     assert ("ollama", "tinyllama:latest") in rows  # Ollama's own name, not the blob's hash
-    assert {r.name for r in by_source["huggingface"]} == {"tiny-f32"}
+    assert {r.name for r in by_source["huggingface"]} == {"someone/tiny-repo/tiny-f32"}  # org/repo/file
     for r in rows.values():
         if r.supported:
             assert r.weight_bytes > 0 and r.kv_bytes > 0 and r.total_bytes == r.weight_bytes + r.kv_bytes + \
@@ -127,6 +127,7 @@ def test_the_library_finds_each_apps_models_with_names_families_and_verdicts(fak
     folder = by_source["folder"]
     split = next(r for r in folder if r.name == "big")
     assert split.parts == 2 and split.params == rows[("ollama", "tinyllama:latest")].params  # one model
+    assert "split into 2 files" in split.note and not split.supported  # listed, and why it is not loaded
     notes = {Path(r.path).name: r.note for r in folder}
     assert notes["mmproj-tiny.gguf"].startswith("vision projector")
     for bad in ("truncated.gguf", "hostile.gguf", "notes.gguf"):
@@ -220,3 +221,40 @@ def test_the_footprint_it_predicts_is_what_the_process_takes(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert abs(got["rss"] - got["predicted"]) <= 0.05 * got["predicted"], got
+
+
+def test_folders_the_apps_were_told_to_use_are_followed(tmp_path, clean_env):
+    from engine.model_sources import ollama_models, source_dirs
+
+    home = tmp_path / "home"
+    (home / ".config/nomic.ai").mkdir(parents=True)
+    (home / ".config/nomic.ai/GPT4All.ini").write_text("[General]\nmodelPath=/srv/gpt4all-models\n")
+    (home / ".local/share/Jan").mkdir(parents=True)
+    (home / ".local/share/Jan/settings.json").write_text(json.dumps({"data_folder": "/data/jan"}))
+    home.joinpath(".lmstudio-home-pointer").write_text("/big/disk/lmstudio\n")
+    dirs = {(s, str(d)) for s, d in source_dirs(home, env={}, platform="linux")}
+    assert ("gpt4all", "/srv/gpt4all-models") in dirs
+    assert ("jan", "/data/jan/llamacpp/models") in dirs
+    assert ("lmstudio", "/big/disk/lmstudio/models") in dirs
+    assert ("huggingface", str(home / ".cache/huggingface/hub")) in dirs
+    assert ("jan", "/env/jan/llamacpp/models") in {(s, str(d)) for s, d in source_dirs(
+        home, env={"JAN_DATA_FOLDER": "/env/jan"}, platform="linux")}
+    # an Ollama manifest whose blob is not one GGUF (one blob per tensor) is not listed
+    root = home / ".ollama/models"
+    (root / "blobs").mkdir(parents=True)
+    (root / "blobs" / ("sha256-" + "a" * 64)).write_bytes(b"\x00" * 64)
+    m = root / "manifests/registry.ollama.ai/x/imagegen/latest"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps({"layers": [{"mediaType": "application/vnd.ollama.image.model",
+                                         "digest": "sha256:" + "a" * 64}]}))
+    assert list(ollama_models(home, env={})) == []
+
+
+def test_gpt4all_partial_downloads_are_skipped(tmp_path, clean_env):
+    home = tmp_path / "home"
+    d = home / ".local/share/nomic.ai/GPT4All"
+    d.mkdir(parents=True)
+    write_tiny_gguf(d / "incomplete-tiny.gguf")
+    write_tiny_gguf(d / "tiny.gguf")
+    names = [Path(f.path).name for f in library.find_models(home=home) if f.source == "gpt4all"]
+    assert names == ["tiny.gguf"]
