@@ -276,6 +276,9 @@ class MainWindow(QMainWindow):
         self._pending_settings: AppSettings | None = None  # sent to the engine, not yet taken
         #: extra SamplingParams fields for every reply (e.g. {"ignore_eos": True}); tests and tools
         self.sampling_overrides: dict = {}
+        self.library_dirs: list[str] = []  # folders the model library looks in besides the apps' own
+        self.library_dialog = None
+        self._library_request = 0
 
         self._build_ui()
         self._open_store()
@@ -450,6 +453,7 @@ class MainWindow(QMainWindow):
         self._handler_table = None
         self.engine.event.connect(self._on_engine_event)  # arrives in this (the GUI) thread
         self.settingsPanel.systemPromptEdited.connect(self.engine.count_sinks)
+        self.settingsPanel.libraryRequested.connect(self.open_library)
 
     # ------------------------------------------------------------------ the engine's news
 
@@ -486,6 +490,7 @@ class MainWindow(QMainWindow):
             E.Failed: lambda ev: self._on_engine_failed(ev.kind, ev.message),
             E.AutoSinks: lambda ev: self.settingsPanel.set_auto_sinks(ev.system, ev.tokens),
             E.HistoryLoaded: lambda ev: self._on_history_loaded(ev.request),
+            E.LibraryListed: self._on_library_listed,
             E.CacheRebuilt: lambda ev: self.stageLabel.setText(
                 f"Re-read {ev.tokens:,} tokens of the conversation in {ev.seconds:.1f} s"),
         }
@@ -612,6 +617,26 @@ class MainWindow(QMainWindow):
         self.stageLabel.setText(f"Still using {name}")
         self._update_actions()
         self.show_error(f"{message} — still using {name}.", kind, ("Open another…", self.choose_model))
+
+    def open_library(self) -> None:
+        """File → Model library: the models on this machine, listed in the engine thread, and
+        what each needs with the current memory setting; choosing one loads it (the model in
+        use keeps serving if it fails)."""
+        import psutil
+
+        from .model_library import ModelLibraryDialog
+
+        dlg = ModelLibraryDialog(self, available=psutil.virtual_memory().available)
+        dlg.chosen.connect(lambda path, _entry: self.load_model(path))
+        self.library_dialog = dlg
+        self._library_request = self.engine.list_models(self.library_dirs, self.engine_config())
+        dlg.finished.connect(lambda *_: setattr(self, "library_dialog", None))
+        dlg.open()
+
+    def _on_library_listed(self, ev) -> None:
+        dlg = self.library_dialog
+        if dlg is not None and ev.request == self._library_request:
+            dlg.set_rows(ev.rows)
 
     def choose_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", model_folder(),
@@ -969,6 +994,8 @@ class MainWindow(QMainWindow):
         file_menu = mb.addMenu("&File")
         self.newChatAction = action(file_menu, "&New chat", self.new_conversation, "Ctrl+N", "newChatAction")
         self.openModelAction = action(file_menu, "&Open model…", self.choose_model, "Ctrl+O", "openModelAction")
+        self.libraryAction = action(file_menu, "Model &library…", self.open_library, "Ctrl+Shift+O",
+                                    "modelLibraryAction")
         file_menu.addSeparator()
         self.quitAction = action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit, "quitAction")
         if self.quitAction.shortcut().isEmpty():  # no platform binding: the usual one
@@ -1005,7 +1032,7 @@ class MainWindow(QMainWindow):
     def shortcut_list(self) -> list[tuple[str, str]]:
         """(keys, what) for Help → Keyboard shortcuts (and its test)."""
         rows = [(a.shortcut().toString(QKeySequence.SequenceFormat.NativeText), a.text().replace("&", ""))
-                for a in (self.newChatAction, self.openModelAction, self.quitAction, self.searchAction,
+                for a in (self.newChatAction, self.openModelAction, self.libraryAction, self.quitAction, self.searchAction,
                           self.conversationsAction, self.sidePanelAction, self.settingsAction, self.shortcutsAction)]
         return rows + [("Enter / Ctrl+Enter", "Send"), ("Shift+Enter", "New line"), ("Esc", "Stop the reply"),
                        ("Ctrl+R", "Regenerate the last reply"), ("Ctrl+L", "Go to the message box"),

@@ -55,6 +55,7 @@ def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
 class SettingsPanel(QWidget):
     applyRequested = Signal(object)  # AppSettings
     systemPromptEdited = Signal(str)  # (debounced) to count its tokens for "auto" sinks
+    libraryRequested = Signal()  # the Library… button
 
     def __init__(self, settings: AppSettings, parent=None):
         super().__init__(parent)
@@ -73,12 +74,18 @@ class SettingsPanel(QWidget):
         self.modelEdit.setReadOnly(True)
         self.browseButton = _named(QPushButton("Open…"), "modelBrowseButton", "Choose a model file")
         self.browseButton.clicked.connect(self._browse)
+        self.libraryButton = _named(QPushButton("Library…"), "modelLibraryButton",
+                                    "The models on this machine, and what each needs")
+        self.libraryButton.setToolTip("Every GGUF model on this machine (other apps' folders too), what each "
+                                      "needs in memory, and whether it fits")
+        self.libraryButton.clicked.connect(lambda: self.libraryRequested.emit())
         self.deviceCombo = _named(QComboBox(), "deviceCombo", "Device")
         self.deviceCombo.addItem("CPU", "cpu")
         self.deviceCombo.setToolTip("GPU appears when JAX sees one; a change takes effect on the next model load")
         model_row = QHBoxLayout()
         model_row.addWidget(self.modelEdit, 1)
         model_row.addWidget(self.browseButton)
+        model_row.addWidget(self.libraryButton)
 
         # -- memory --
         self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")

@@ -893,3 +893,62 @@ def test_code_blocks_show_their_language_and_copy_just_their_code(win, qtbot):
     assert QApplication.clipboard().text() == 'rev <<< "$s"'
     assert w.message.content == content  # the label is the view's, not the message's
     win.chat.remove_from(len(win.chat.messages()) - 1)
+
+
+def test_the_model_library_lists_what_fits_and_loads_a_choice(win, qtbot, tmp_path, tiny_bpe_gguf):
+    from app.model_library import COLUMNS
+
+    idle(win, qtbot)
+    folder = tmp_path / "more-models"
+    folder.mkdir()
+    other = folder / "other-tiny.gguf"
+    other.write_bytes(tiny_bpe_gguf.read_bytes())
+    (folder / "broken.gguf").write_bytes(b"GGUF" + b"\0" * 30)
+    win.library_dirs = [str(folder)]
+    serving = win.model_path
+    try:
+        win.libraryAction.trigger()
+        dlg = win.library_dialog
+        assert dlg is not None
+        qtbot.waitUntil(lambda: bool(dlg.rows), timeout=LOAD_TIMEOUT_MS)
+        names = [dlg.table.item(r, 0).text() for r in range(dlg.table.rowCount())]
+        assert "other-tiny" in names and "broken" in names
+        fits_col = COLUMNS.index("Fits?")
+        row = names.index("other-tiny")
+        assert dlg.table.item(row, fits_col).text() in ("fits", "tight — close other programs")
+        assert dlg.table.item(names.index("broken"), fits_col).text().startswith("unreadable")
+        dlg.search.setText("other")
+        assert not dlg.table.isRowHidden(row) and dlg.table.isRowHidden(names.index("broken"))
+        dlg.table.selectRow(row)
+        assert dlg.loadButton.isEnabled()
+        qtbot.mouseClick(dlg.loadButton, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: win.model_ready and win.model_info is not None
+                        and Path(win.model_info.path) == other, timeout=LOAD_TIMEOUT_MS)
+    finally:
+        win.library_dirs = []
+        if serving != win.model_path:
+            win.load_model(serving)
+            qtbot.waitUntil(lambda: win.model_ready, timeout=LOAD_TIMEOUT_MS)
+
+
+def test_choosing_a_model_that_does_not_fit_asks_first_and_says_by_how_much(qapp, monkeypatch):
+    from app import model_library
+    from engine.library import ModelEntry
+
+    dlg = model_library.ModelLibraryDialog(available=1_000_000_000)
+    big = ModelEntry("/m/big.gguf", "big", "lmstudio", 4_000_000_000, arch="llama", supported=True,
+                     total_bytes=3_000_000_000, weight_bytes=2_600_000_000, kv_bytes=12_000_000, fits="no")
+    dlg.set_rows([big])
+    asked, chosen = [], []
+    monkeypatch.setattr(model_library.QMessageBox, "question",
+                        lambda *a: asked.append(a[2]) or model_library.QMessageBox.StandardButton.No)
+    dlg.chosen.connect(lambda path, e: chosen.append(path))
+    dlg.table.selectRow(0)
+    dlg.load_selected()
+    assert asked and "big needs about" in asked[0] and "short" in asked[0]
+    assert chosen == []
+    monkeypatch.setattr(model_library.QMessageBox, "question",
+                        lambda *a: model_library.QMessageBox.StandardButton.Yes)
+    dlg.load_selected()
+    assert chosen == ["/m/big.gguf"]
+    assert dlg.table.item(0, model_library.COLUMNS.index("Fits?")).text() == "does not fit"
