@@ -778,6 +778,8 @@ class MainWindow(QMainWindow):
                 pinned_tokens += int(mm.tokens)
         if not getattr(s, "system_in_sinks", True):  # (Gemma folds it into the first turn)
             system_tokens = 0
+        elif not system_tokens and self.settings.system_prompt and not s.messages:
+            system_tokens = max(int(s.sink_tokens) - pinned_tokens, 0)  # pinned before the first turn feeds it
         self.chat.set_memory(per, int(s.sink_tokens), system_tokens)
         if not self.generating:  # a reply's own tokens are never pinned: skip the work while streaming
             plan = self.settingsPanel.applied_plan
