@@ -39,7 +39,8 @@ BUILT_TAIL = 80  # messages built when a conversation opens (the newest); older 
 BATCH = 100  # older messages built at a time
 READING_WIDTH = 920  # px: the widest the message column gets
 FLUSH_MS = 33  # ~30 Hz: how often streamed text reaches the screen
-PLACEHOLDER = "Say hello — Enter sends, Shift+Enter starts a new line."
+PLACEHOLDER = ("Say hello — Enter sends, Shift+Enter starts a new line.\n"
+               "Other models on this machine: File → Model library… (Ctrl+Shift+O).")
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 STATUS_BADGES = {

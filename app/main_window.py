@@ -596,13 +596,14 @@ class MainWindow(QMainWindow):
         self.model_ready = False
         self.loadProgress.hide()
         self.stageLabel.setText("No model loaded")
-        self.chat.placeholder.setText("No model is loaded: open a GGUF model file (Settings → Model → Open…).")
+        self.chat.placeholder.setText("No model is loaded: open a GGUF model file (File → Open model…), or pick one "
+                                      "you already have from File → Model library… (Ctrl+Shift+O).")
         self.modelLabel.setText("no model")
         if self._pending_settings is not None:
             self._pending_settings = None
             self.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
         self._update_actions()
-        self.show_error(message, kind, ("Open a model…", self.choose_model))
+        self.show_error(message, kind, ("Model library…", self.open_library))
 
     def _on_load_refused(self, kind: str, message: str) -> None:
         """Another model file failed its checks (or its weights): the model that was serving

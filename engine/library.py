@@ -20,7 +20,7 @@ from typing import Iterable
 
 from .errors import ModelFileError, PinwheelError
 from .gguf_header import ArrayInfo, HeaderError, read_header
-from .model_sources import Found, ollama_models, source_dirs
+from .model_sources import Found, jan_models, ollama_models, source_dirs
 
 # What the process holds besides the weights and the KV cache, measured (RSS after loading,
 # compiling and one short reply, minus weights and cache; tests/engine/test_library.py checks
@@ -238,6 +238,9 @@ def find_models(extra_dirs: Iterable[str | Path] = (), home: Path | None = None)
             continue
         for first, parts in _group_splits(files):
             add(Found(first, source, _hub_name(first) if source == "huggingface" else None, parts))
+        if source == "jan":  # files Jan imported in place, elsewhere on the disk
+            for f in jan_models(d):
+                add(f)
     return found
 
 

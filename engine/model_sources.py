@@ -161,3 +161,31 @@ def ollama_models(home: Path | None = None, env: Mapping[str, str] | None = None
                 name = f"{registry}/{name}"
             yield Found(blob, "ollama", name)
 
+
+
+def jan_models(folder: Path, limit: int = 2000) -> Iterable[Found]:
+    """Jan's llamacpp/models/<id>/model.yml: `model_path` (relative to the data folder, or an
+    absolute path to a file Jan imported without copying) and `name` (janhq/jan). Only the
+    files outside the folder are new here: the ones inside are found by the folder walk."""
+    n = 0
+    for yml in folder.rglob("model.yml"):
+        n += 1
+        if n > limit:
+            return
+        try:
+            text = yml.read_text(encoding="utf-8")[:65536]
+        except OSError:
+            continue
+        fields = {}
+        for line in text.splitlines():  # flat `key: value` lines (no YAML library needed)
+            key, sep, value = line.partition(":")
+            if sep and not line.startswith((" ", "\t")):
+                fields[key.strip()] = value.strip().strip("'\"")
+        path = fields.get("model_path")
+        if not path or not path.lower().endswith(".gguf"):
+            continue
+        p = Path(path)
+        if not p.is_absolute():
+            continue
+        if p.is_file():
+            yield Found(p, "jan", fields.get("name") or yml.parent.name)

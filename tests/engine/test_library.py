@@ -258,3 +258,13 @@ def test_gpt4all_partial_downloads_are_skipped(tmp_path, clean_env):
     write_tiny_gguf(d / "tiny.gguf")
     names = [Path(f.path).name for f in library.find_models(home=home) if f.source == "gpt4all"]
     assert names == ["tiny.gguf"]
+
+
+def test_a_file_jan_imported_in_place_is_found_by_its_name(tmp_path, clean_env):
+    home = tmp_path / "home"
+    elsewhere = write_tiny_gguf(tmp_path / "downloads" / "my-model.gguf")
+    yml = home / ".local/share/Jan/data/llamacpp/models/imported/my-model/model.yml"
+    yml.parent.mkdir(parents=True)
+    yml.write_text(f"model_path: {elsewhere}\nname: My Imported Model\nsize_bytes: 1234\n")
+    found = [f for f in library.find_models(home=home) if f.source == "jan"]
+    assert [(f.path, f.name) for f in found] == [(elsewhere, "My Imported Model")]
