@@ -26,7 +26,9 @@ from .model_sources import Found, jan_models, ollama_models, source_dirs
 # compiling and one short reply, minus weights and cache; tests/engine/test_library.py checks
 # the total within 5% on a test model): ~236 MB of JAX, XLA and Python, plus ~0.8 KB per vocabulary token
 # (the tokenizer's tables), plus ~105 MB for the window (Qt) in the app (the default model in
-# the window: 476 and 503 MB RSS in two runs under Xvfb, against 489 MB predicted).
+# the window: 476 and 503 MB RSS in two runs under Xvfb, against 489 MB predicted). This is a
+# start whose compiled steps come from the compile cache: the first start of a model's shape
+# compiles and holds ~30 MB more (269 vs 238 MB for a small model, 409 vs 379 MB for the default).
 RUNTIME_BASE = 236_000_000
 RUNTIME_PER_TOKEN = 800
 WINDOW_RUNTIME = 105_000_000
