@@ -277,6 +277,7 @@ class MainWindow(QMainWindow):
         #: extra SamplingParams fields for every reply (e.g. {"ignore_eos": True}); tests and tools
         self.sampling_overrides: dict = {}
         self.library_dirs: list[str] = []  # folders the model library looks in besides the apps' own
+        self._send_when_ready = False  # Enter pressed while the model was loading
         self.library_dialog = None
         self._library_request = 0
 
@@ -591,9 +592,16 @@ class MainWindow(QMainWindow):
         self._update_cache_label(info.plan.sinks, info.plan.capacity)
         self._update_actions()
         self.modelReady.emit()
+        if self._send_when_ready:
+            self._send_when_ready = False
+            self.sendButton.setText("Send")
+            QTimer.singleShot(0, self.send)
 
     def _on_load_failed(self, kind: str, message: str) -> None:
         self.model_ready = False
+        if self._send_when_ready:  # the message stays in the box, unsent
+            self._send_when_ready = False
+            self.sendButton.setText("Send")
         self.loadProgress.hide()
         self.stageLabel.setText("No model loaded")
         self.chat.placeholder.setText("No model is loaded: open a GGUF model file (File → Open model…), or pick one "
@@ -661,7 +669,10 @@ class MainWindow(QMainWindow):
         if not text or self.generating:
             return
         if not self.model_ready:
-            self.stageLabel.setText("The model is not ready yet; your message stays in the box.")
+            # not dropped, not silently ignored: it goes as soon as the model is ready
+            self._send_when_ready = True
+            self.stageLabel.setText("Your message will be sent as soon as the model is ready.")
+            self.sendButton.setText("Queued")
             return
         if self.editing_index is not None:
             self._resend_edit(text)

@@ -952,3 +952,20 @@ def test_choosing_a_model_that_does_not_fit_asks_first_and_says_by_how_much(qapp
     dlg.load_selected()
     assert chosen == ["/m/big.gguf"]
     assert dlg.table.item(0, model_library.COLUMNS.index("Fits?")).text() == "does not fit"
+
+
+def test_enter_while_the_model_loads_sends_once_it_is_ready(qtbot, tmp_path, tiny_bpe_gguf):
+    w = make_window(tiny_bpe_gguf, tmp_path / "data")
+    try:
+        assert not w.model_ready
+        w.settings = w.settings.replace(max_tokens=4)
+        w.input.setPlainText("sent when ready")
+        w.send()
+        assert w.input.toPlainText() == "sent when ready" and w.sendButton.text() == "Queued"
+        assert "as soon as the model is ready" in w.stageLabel.text()
+        qtbot.waitUntil(lambda: any(m.content == "sent when ready" for m in w.chat.messages()), timeout=LOAD_TIMEOUT_MS)
+        assert w.sendButton.text() == "Send" and w.input.toPlainText() == ""
+        qtbot.waitUntil(lambda: not w.generating, timeout=LOAD_TIMEOUT_MS)
+    finally:
+        w.shutdown()
+        w.close()
