@@ -11,13 +11,15 @@ reason about.  A QObject living in its own QThread gives us exactly what the ses
   ``stats()``), so no locks are needed around it;
 * requests from the GUI (load, send, regenerate, apply a plan, pin ...) arrive as queued
   signals and run one at a time, in the order the user made them;
-* results go back as queued signals, so nothing here ever touches a widget.
+* results go back over one queued ``event(object)`` signal carrying app.engine_events objects
+  (the session's own Token / PrefillProgress wrapped with their request), so nothing here ever
+  touches a widget and the window has one place where the engine's news arrives.
 
 The one call that must not wait in that queue is Stop: :meth:`EngineWorker.cancel` is called
 directly from the GUI thread and only sets flags that the engine thread reads between tokens
 (``ChatSession.cancel()`` is documented thread-safe).
 
-Token text is *not* batched here: every piece is emitted as it comes (a queued signal is cheap)
+Token text is *not* batched here: every piece is emitted as it comes (a queued event is cheap)
 and the chat view coalesces them with a ~30 Hz timer, so the repaint rate does not depend on
 how fast the model is.  Stats go out as the session yields them (every 0.2 s while it writes)
 and after every request.
