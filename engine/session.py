@@ -283,29 +283,10 @@ class ChatSession:
                 self._chunks.clear()
             logits = yield from self._resync(add_generation_prompt=True)
             return logits, self.decoder.ring.cache_tokens, time.perf_counter() - t0
-        # The user's turn and the reply's opening (the template's generation prompt) are two
-        # chunks, as _rechunk cuts them: the message's tokens are then the same count whether
-        # they were just prefilled or re-encoded (a pin's preview said 18 tokens, the pin took 12).
-        msgs = self._template_messages()
-        bare = self.template.render(msgs, add_generation_prompt=False)
-        split = len(bare) if full.startswith(bare) and len(bare) >= cut else len(full)
-        # ...and the previous reply's closing markers (rendered only now) are that reply's
-        lead = cut
-        if len(self.messages) >= 2:
-            before = self.template.render(msgs[:-1], add_generation_prompt=False)
-            if full.startswith(before) and cut <= len(before) <= split:
-                lead = len(before)
-        n = len(self.messages)
-        pieces = [(n - 2, full[cut:lead]), (n - 1, full[lead:split]), (n, full[split:])]
-        start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
-        delta = []
-        for msg, text in pieces:
-            if not text:
-                continue
-            ids = self._encode(text, first=first and not self._system_ids and not delta)
-            self._chunks.append(Chunk(msg, array("i", ids), start + len(delta)))
-            delta += ids
+        delta = self._encode(full[cut:], first=first and not self._system_ids)
         self._rendered = full
+        start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
+        self._chunks.append(Chunk(len(self.messages) - 1, array("i", delta), start))
         self.drafter.extend(delta)  # (the pending token joined the drafter when it was sampled)
         ids = (self._system_ids if first else []) + self._pending + delta
         self._pending = []
@@ -412,15 +393,12 @@ class ChatSession:
         # differently once later ones follow (Qwen3's <think> blocks).
         prev = common_prefix(full, head)
         for i in range(len(self.messages)):
-            text = self.template.render(msgs[: offset + i + 1], add_generation_prompt=False)
+            last = i == len(self.messages) - 1
+            text = full if last else self.template.render(msgs[: offset + i + 1], add_generation_prompt=False)
             end = max(prev, common_prefix(full, text))
-            if i == len(self.messages) - 1 and not add_generation_prompt:
-                end = len(full)
             ids = self._encode(full[prev:end], first=not chunks)
             chunks.append(Chunk(i, array("i", ids)))
             prev = end
-        if prev < len(full):  # the generation prompt: the opening of the reply to come
-            chunks.append(Chunk(len(self.messages), array("i", self._encode(full[prev:], first=not chunks))))
         self._chunks, self._rendered, self._pending = chunks, full, []
 
     def _resync(self, add_generation_prompt: bool):
@@ -430,7 +408,7 @@ class ChatSession:
         self._rechunk(add_generation_prompt)
         self._replan()
         n_sink = self.plan.sinks
-        pinned = [c for c in self._chunks if 0 <= c.msg < len(self.messages) and self.messages[c.msg].get("pinned")]
+        pinned = [c for c in self._chunks if c.msg >= 0 and self.messages[c.msg].get("pinned")]
         system = [c for c in self._chunks if c.msg < 0]
         rest = [c for c in self._chunks if c not in pinned and c not in system]
         order = system + pinned + rest

@@ -49,11 +49,7 @@ def test_second_turn_prefills_only_new_tokens(tiny):
     _, d1 = run(s.stream("first message " * 20))
     seen = s.stats().tokens_seen
     _, d2 = run(s.stream("ok"))
-    # what this turn added: the last reply's closing marker, the user turn, the reply's opening
-    # (the template's markers included), each attributed to its message
-    added = [c for c in s._chunks[s._chunks.index(next(c for c in s._chunks if c.msg == 2)) - 1:-1]]
-    assert [c.msg for c in added] == [1, 2, 3] and s._chunks[-1].msg == 3
-    new_chunk = sum(len(c.ids) for c in added)
+    new_chunk = len(s._chunks[-2].ids)  # the user turn's own tokens (template markers included)
     assert d2.prompt_tokens == new_chunk + 1  # + the last reply token, fed with this turn
     assert d2.prompt_tokens < seen / 3  # history is never re-read
     assert s.stats().evicted_tokens > 0
@@ -177,17 +173,3 @@ def test_ttft_after_an_edit_counts_the_re_encoding(tiny, monkeypatch):
     monkeypatch.setattr(s, "_resync", slow_resync)
     _, done = run(s.edit_last("tell me something else"))
     assert done.ttft_s >= 0.3 and done.prompt_tokens > 0
-
-
-def test_a_message_counts_the_same_tokens_before_and_after_a_pin(tiny):
-    """What the pin preview promises (the message's tokens as the stats count them) is what the
-    pin takes: the reply's opening is the reply's, whether prefilled or re-encoded."""
-    s = ChatSession(tiny, plan_memory(tiny.config, window=200), sampling=LONG.with_(max_tokens=8))
-    run(s.stream("remember the word pineapple, please"))
-    run(s.stream("and now something else"))
-    before = {m.index: m.tokens for m in s.stats().messages}
-    s.set_pinned(2, True)
-    after = {m.index: m.tokens for m in s.stats().messages}
-    assert after[2] == before[2] and after[0] == before[0]
-    pinned = sum(m.tokens for m in s.stats().messages if m.pinned)
-    assert pinned == before[2]
