@@ -214,7 +214,8 @@ print(json.dumps({"predicted": predicted, "rss": psutil.Process().memory_info().
 
 def test_the_footprint_it_predicts_is_what_the_process_takes(tmp_path):
     """The truth check: a fresh process loads the model, compiles and answers; its RSS is within
-    5% of the library's prediction (weights + plan + runtime). The prediction is the steady
+    5% of the library's prediction (weights + plan + runtime) for the default model, 10% for a
+    tiny test model. The prediction is the steady
     state of a start whose steps come from the compile cache; the very first start of a shape
     compiles and holds ~30 MB more (measured: 269 vs 238 MB here), so the first process warms
     the cache and the second is measured."""
@@ -229,7 +230,10 @@ def test_the_footprint_it_predicts_is_what_the_process_takes(tmp_path):
                                text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
             assert r.returncode == 0, r.stderr[-2000:]
         got = json.loads(r.stdout.strip().splitlines()[-1])
-        assert abs(got["rss"] - got["predicted"]) <= 0.05 * got["predicted"], (path.name, got)
+        # The tiny model's footprint is all runtime, whose jaxlib code pages are 130-146 MB
+        # resident depending on the OS page cache (6% of its 250 MB): 10% there, 5% for a real model.
+        bound = 0.10 if path.name == "qwen2.gguf" else 0.05
+        assert abs(got["rss"] - got["predicted"]) <= bound * got["predicted"], (path.name, got)
 
 
 def test_folders_the_apps_were_told_to_use_are_followed(tmp_path, clean_env):
