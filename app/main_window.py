@@ -800,8 +800,8 @@ class MainWindow(QMainWindow):
                 # so the preview compares against it ("same as the current cache" after a pin)
                 self.settingsPanel.applied_plan = dataclasses.replace(plan, sinks=int(s.sink_tokens),
                                                                       window=int(s.window))
-            self.settingsPanel.set_pinned_tokens(pinned_tokens)
-            self.settingsPanel.refresh_preview()
+                self.settingsPanel.refresh_preview()
+            self.settingsPanel.set_pinned_tokens(pinned_tokens)  # (refreshes the preview if they changed)
         self._update_cache_label(int(s.cache_tokens), int(s.capacity))
         if self.generating and snap.tok_s:
             self.speedLabel.setText(f"{snap.tok_s:.1f} tok/s")

@@ -11,6 +11,7 @@ never grows during a chat, so it can be checked against what the machine has now
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -73,21 +74,12 @@ def _quant(tensors: dict) -> str | None:
     counts = Counter()
     for t, shape in tensors.values():
         if len(shape) == 2:
-            n = 1
-            for x in shape:
-                n *= int(x)
-            counts[t] += n
+            counts[t] += math.prod(shape)
     return counts.most_common(1)[0][0] if counts else None
 
 
 def _params(tensors: dict) -> int:
-    total = 0
-    for _, shape in tensors.values():
-        n = 1
-        for x in shape:
-            n *= int(x)
-        total += n
-    return total
+    return sum(math.prod(shape) for _, shape in tensors.values())
 
 
 def runtime_bytes(vocab: int, window: bool = True) -> int:
