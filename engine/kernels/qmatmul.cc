@@ -348,6 +348,15 @@ inline void load_key(const void* cache, const float* scale, size_t row, int off,
     // A head may start inside a 32-value scale group (head size 16): index scales from the row.
     const int8_t* src = (const int8_t*)cache + row * kv_dim;
     const float* sc = scale + row * (kv_dim / QK);
+#if defined(__AVX2__)
+    if (off % QK == 0 && hd % QK == 0) {  // whole scale groups (every head size but 16): 8 at a time
+      for (int i = 0; i < hd; i += 8) {
+        const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(src + off + i))));
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(v, _mm256_set1_ps(sc[(off + i) / QK])));
+      }
+      return;
+    }
+#endif
     for (int i = off; i < off + hd;) {
       const int end = std::min(off + hd, (i / QK + 1) * QK);
       const float sb = sc[i / QK];
@@ -379,23 +388,6 @@ inline void axpy(float a, const float* x, float* y, int n) {
   for (; i < n; ++i) y[i] += a * x[i];
 #else
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
-#endif
-}
-
-// dst = sum_k p[k] * V[idx[k]] with the accumulator in registers (HD / 8 vectors), keys in order.
-template <int HD>
-inline void weighted_sum(const float* p, const float* V, const int* idx, int n, float* dst) {
-#if defined(__AVX2__)
-  __m256 acc[HD / 8];
-  for (int i = 0; i < HD / 8; ++i) acc[i] = _mm256_setzero_ps();
-  for (int k = 0; k < n; ++k) {
-    const __m256 pk = _mm256_set1_ps(p[k]);
-    const float* v = V + (size_t)idx[k] * HD;
-    for (int i = 0; i < HD / 8; ++i) acc[i] = _mm256_fmadd_ps(pk, _mm256_loadu_ps(v + 8 * i), acc[i]);
-  }
-  for (int i = 0; i < HD / 8; ++i) _mm256_storeu_ps(dst + 8 * i, acc[i]);
-#else
-  for (int k = 0; k < n; ++k) axpy(p[k], V + (size_t)idx[k] * HD, dst, HD);
 #endif
 }
 
@@ -437,6 +429,199 @@ inline void exp_inplace(float* x, int n) {
 #endif
 }
 
+#if defined(__AVX2__)
+// Where one KV head's keys and values come from, 8 values at a time (elements [i, i + 8) of the
+// key at order position j). Both sources give the same f32 values by the same arithmetic (an
+// int8 value times its group's scale, bf16 bits shifted up), so a row's result does not depend
+// on which one served it. Scratch: the dequantized copy a block of rows shares.
+struct ScratchSrc {
+  const float *K, *V;
+  int hd;
+  using Row = const float*;
+  Row krow(int j) const { return K + (size_t)j * hd; }
+  Row vrow(int j) const { return V + (size_t)j * hd; }
+  __m256 at(Row r, int i) const { return _mm256_loadu_ps(r + i); }
+  void prefetch(int) const {}
+};
+
+// Direct: the cache itself (and the chunk's own rows, f32), converted in registers; for a lone
+// row (a decode step), where a shared copy would be written and read once for nothing.
+template <KV T>
+struct CacheSrc {
+  const char *kbase, *vbase;
+  const float *ksb, *vsb, *k_new, *v_new;
+  const int32_t* ord;
+  int S, kv_dim, off;
+  static constexpr size_t es = T == KV::I8 ? 1 : T == KV::BF16 ? 2 : 4;
+  struct Row {
+    const char* p;   // the cached values (null for a chunk row)
+    const float* s;  // int8: the scale of the group holding the head's first value
+    const float* f;  // a chunk row's f32 values
+  };
+  Row row(const char* base, const float* sc, const float* fresh, int j) const {
+    const size_t key = (size_t)ord[j];
+    if (key >= (size_t)S) return {nullptr, nullptr, fresh + (key - S) * kv_dim + off};
+    return {base + (key * kv_dim + off) * es, T == KV::I8 ? sc + key * (kv_dim / QK) + off / QK : nullptr, nullptr};
+  }
+  Row krow(int j) const { return row(kbase, ksb, k_new, j); }
+  Row vrow(int j) const { return row(vbase, vsb, v_new, j); }
+  __m256 at(const Row& r, int i) const {
+    if (r.f) return _mm256_loadu_ps(r.f + i);
+    if constexpr (T == KV::F32) {
+      return _mm256_loadu_ps((const float*)r.p + i);
+    } else if constexpr (T == KV::BF16) {
+      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)r.p + i)));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    } else {  // 8 values never straddle a 32-value scale group (heads start at multiples of 8)
+      const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(r.p + i))));
+      return _mm256_mul_ps(w, _mm256_set1_ps(r.s[(off % QK + i) / QK]));
+    }
+  }
+  // Rows kv_dim apart defeat the hardware prefetcher: ask for a key (and its value) ahead of use.
+  void prefetch(int j) const {
+    const Row k = krow(j), v = vrow(j);
+    if (!k.p) return;
+    for (size_t b = 0; b < span; b += 64) __builtin_prefetch(k.p + b), __builtin_prefetch(v.p + b);
+    if (T == KV::I8) __builtin_prefetch(k.s), __builtin_prefetch(v.s);
+  }
+  size_t span;  // bytes of each row to prefetch from the head's first value (a run of heads)
+};
+
+// One query head of one row over its n visible keys (order positions `keys`, stream order):
+// scores as an fma chain over the head then hsum8, 8 keys interleaved (independent chains hide
+// the fma latency); softmax; the value sum in registers, keys in order. Same instructions for
+// every key and row count.
+template <class Src>
+void attend_head(const Src& src, const int* keys, int n, const bool* sink, const int32_t* ord, const float* q_win,
+                 const float* q_snk, float scale, int hd, float* sc, float* dst) {
+  int k = 0;
+  for (int u = 0; u < 16 && u < n; ++u) src.prefetch(keys[u]);
+  for (; k + 8 <= n; k += 8) {
+    for (int u = k + 16; u < k + 24 && u < n; ++u) src.prefetch(keys[u]);
+    __m256 acc[8];
+    const float* qk[8];
+    typename Src::Row r[8];
+    for (int u = 0; u < 8; ++u)
+      acc[u] = _mm256_setzero_ps(), qk[u] = sink[ord[keys[k + u]]] ? q_snk : q_win, r[u] = src.krow(keys[k + u]);
+    for (int i = 0; i < hd; i += 8)
+      for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + i), src.at(r[u], i), acc[u]);
+    for (int u = 0; u < 8; ++u) sc[k + u] = hsum8(acc[u]);
+  }
+  for (; k < n; ++k) {
+    const float* q = sink[ord[keys[k]]] ? q_snk : q_win;
+    const typename Src::Row r = src.krow(keys[k]);
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), src.at(r, i), acc);
+    sc[k] = hsum8(acc);
+  }
+  float mx = -INFINITY;
+  for (k = 0; k < n; ++k) sc[k] *= scale, mx = std::max(mx, sc[k]);
+  for (k = 0; k < n; ++k) sc[k] -= mx;
+  exp_inplace(sc, n);
+  float sum = 0.f;
+  for (k = 0; k < n; ++k) sum += sc[k];
+  constexpr int MAXV = 256 / 8;  // head sizes up to 256 in registers (spilled beyond 128; still in L1)
+  __m256 acc[MAXV];
+  const int nv = hd / 8;
+  for (int i = 0; i < nv; ++i) acc[i] = _mm256_setzero_ps();
+  for (k = 0; k < n; ++k) {
+    const __m256 pk = _mm256_set1_ps(sc[k]);
+    const typename Src::Row r = src.vrow(keys[k]);
+    if (k + 8 < n) src.prefetch(keys[k + 8]);
+    for (int i = 0; i < nv; ++i) acc[i] = _mm256_fmadd_ps(pk, src.at(r, 8 * i), acc[i]);
+  }
+  const __m256 inv = _mm256_set1_ps(1.f / sum);
+  for (int i = 0; i < nv; ++i) _mm256_storeu_ps(dst + 8 * i, _mm256_mul_ps(acc[i], inv));
+}
+#endif
+
+#if defined(__AVX2__)
+// attend_head for the G query heads that share one KV head, at once: each key (and value) is
+// converted once and used by all G heads from registers. Per head and key the arithmetic is
+// attend_head's exactly (the same fma chain and hsum8, the same value sums in key order), so the
+// two give bit-identical results. sc holds G rows of N scores.
+template <int G, class Src>
+void attend_group(const Src& src, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
+                  const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* dst) {
+  constexpr int KB = G == 1 ? 8 : G <= 3 ? 4 : 2;  // keys per pass: enough independent chains, few spills
+  int k = 0;
+  for (int u = 0; u < 32 && u < n; ++u) src.prefetch(keys[u]);
+  for (; k + KB <= n; k += KB) {
+    for (int u = k + 32; u < k + 32 + KB && u < n; ++u) src.prefetch(keys[u]);
+    typename Src::Row r[KB];
+    const float* qk[KB];
+    __m256 acc[G][KB];
+    for (int u = 0; u < KB; ++u) r[u] = src.krow(keys[k + u]), qk[u] = sink[ord[keys[k + u]]] ? q_snk : q_win;
+    for (int h = 0; h < G; ++h)
+      for (int u = 0; u < KB; ++u) acc[h][u] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+      __m256 kv[KB];
+      for (int u = 0; u < KB; ++u) kv[u] = src.at(r[u], i);
+      for (int h = 0; h < G; ++h)
+        for (int u = 0; u < KB; ++u)
+          acc[h][u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + (size_t)h * hd + i), kv[u], acc[h][u]);
+    }
+    for (int h = 0; h < G; ++h)
+      for (int u = 0; u < KB; ++u) sc[(size_t)h * N + k + u] = hsum8(acc[h][u]);
+  }
+  for (; k < n; ++k) {
+    const typename Src::Row r = src.krow(keys[k]);
+    const float* q = sink[ord[keys[k]]] ? q_snk : q_win;
+    __m256 acc[G];
+    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i += 8) {
+      const __m256 kv = src.at(r, i);
+      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)h * hd + i), kv, acc[h]);
+    }
+    for (int h = 0; h < G; ++h) sc[(size_t)h * N + k] = hsum8(acc[h]);
+  }
+  float sum[G];
+  for (int h = 0; h < G; ++h) {
+    float* s = sc + (size_t)h * N;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; ++j) s[j] *= scale, mx = std::max(mx, s[j]);
+    for (int j = 0; j < n; ++j) s[j] -= mx;
+    exp_inplace(s, n);
+    sum[h] = 0.f;
+    for (int j = 0; j < n; ++j) sum[h] += s[j];
+  }
+  constexpr int VC = G >= 3 ? 24 / G : 8;  // value vectors per pass (G * VC accumulators)
+  for (int i0 = 0; i0 < hd; i0 += 8 * VC) {
+    const int nv = std::min(VC, (hd - i0) / 8);
+    __m256 acc[G][VC];
+    for (int h = 0; h < G; ++h)
+      for (int c = 0; c < VC; ++c) acc[h][c] = _mm256_setzero_ps();
+    for (int j = 0; j < n; ++j) {
+      const typename Src::Row r = src.vrow(keys[j]);
+      if (i0 == 0 && j + 8 < n) src.prefetch(keys[j + 8]);
+      __m256 pk[G];
+      for (int h = 0; h < G; ++h) pk[h] = _mm256_set1_ps(sc[(size_t)h * N + j]);
+      for (int c = 0; c < nv; ++c) {
+        const __m256 v = src.at(r, i0 + 8 * c);
+        for (int h = 0; h < G; ++h) acc[h][c] = _mm256_fmadd_ps(pk[h], v, acc[h][c]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      const __m256 inv = _mm256_set1_ps(1.f / sum[h]);
+      for (int c = 0; c < nv; ++c) _mm256_storeu_ps(dst + (size_t)h * hd + i0 + 8 * c, _mm256_mul_ps(acc[h][c], inv));
+    }
+  }
+}
+
+// attend_group for a G known at compile time (the common group sizes); false for any other.
+template <class Src>
+bool attend_group_any(int G, const Src& src, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
+                      const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* dst) {
+  switch (G) {
+#define PW_GROUP(g) \
+  case g: attend_group<g>(src, keys, n, N, sink, ord, q_win, q_snk, scale, hd, sc, dst); return true;
+    PW_GROUP(1) PW_GROUP(2) PW_GROUP(3) PW_GROUP(4) PW_GROUP(6) PW_GROUP(8)
+#undef PW_GROUP
+    default: return false;
+  }
+}
+#endif
+
 template <KV T>
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer<ffi::F32> qs, ffi::AnyBuffer kc,
                      ffi::AnyBuffer vc, ffi::AnyBuffer ks, ffi::AnyBuffer vs, ffi::Buffer<ffi::F32> k_new,
@@ -467,6 +652,42 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
   // One task per (KV head, block of up to 8 rows): the block's rows and the group's G query
   // heads share one dequantized copy of the keys and values any of them may see (a prefill
   // chunk's rows see nearly the same keys; a decode step is a block of one row).
+#if defined(__AVX2__)
+  if (C == 1 && hd % 8 == 0 && hd <= 256) {
+    // A decode step reads the cache in place (a shared dequantized copy would be written and
+    // read once for nothing): one task per KV head, its query heads together (attend_group),
+    // or per query head for a group size without a compiled variant.
+    std::vector<int> keys;
+    for (int j = 0; j < N; ++j)
+      if (msk[ord[j]]) keys.push_back(j);
+    const int n = (int)keys.size();
+    if (n == 0) {
+      std::fill(o, o + (size_t)H * hd, 0.f);
+      return ffi::Error::Success();
+    }
+    const bool grouped = G == 1 || G == 2 || G == 3 || G == 4 || G == 6 || G == 8;
+    // Tasks take runs of adjacent KV heads, and the first head's pass prefetches the whole run
+    // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
+    // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
+    const int threads = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), thread_cap())) + 1;
+    const int run = std::max(1, KVH / (2 * threads)), n_tasks = (KVH + run - 1) / run;
+    parallel_for(pool, grouped ? n_tasks : H, [&](int task) {
+      thread_local std::vector<float> sc;
+      if (sc.size() < (size_t)G * N) sc.resize((size_t)G * N);
+      const int g0 = grouped ? task * run : task / G, g1 = grouped ? std::min(KVH, g0 + run) : g0 + 1;
+      for (int g = g0; g < g1; ++g) {
+        const int h0 = grouped ? g * G : task;
+        const size_t span = (g == g0 ? (size_t)(g1 - g0) : 1) * hd * CacheSrc<T>::es;
+        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new.typed_data(), v_new.typed_data(), ord, S, kv_dim, g * hd, span};
+        const float *q_win = qw.typed_data() + (size_t)h0 * hd, *q_snk = qs.typed_data() + (size_t)h0 * hd;
+        float* dst = o + (size_t)h0 * hd;
+        if (!grouped || !attend_group_any(G, src, keys.data(), n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst))
+          attend_head(src, keys.data(), n, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
+      }
+    });
+    return ffi::Error::Success();
+  }
+#endif
   constexpr int RB = 8;
   const int n_blocks = (C + RB - 1) / RB;
   parallel_for(pool, n_blocks * KVH, [&](int task) {
@@ -474,10 +695,28 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     // Scratch reused across calls: fresh ~250 KB buffers would be mmap'd and faulted in each time.
     thread_local std::vector<int> keys;
     thread_local std::vector<float> K, V, sc;
-    if (K.size() < (size_t)N * hd) K.resize((size_t)N * hd), V.resize((size_t)N * hd);
     if (sc.size() < (size_t)N) sc.resize(N);
+    auto prefetch = [&](int key) {  // rows kv_dim apart: the hardware prefetcher lags, ask ahead
+      if (key >= S) return;
+      for (size_t b = 0; b < hd * esize; b += 64) {
+        __builtin_prefetch(kbase + ((size_t)key * kv_dim + off) * esize + b);
+        __builtin_prefetch(vbase + ((size_t)key * kv_dim + off) * esize + b);
+      }
+      if (T == KV::I8) {
+        __builtin_prefetch((const char*)(ksb + (size_t)key * (kv_dim / QK) + off / QK));
+        __builtin_prefetch((const char*)(vsb + (size_t)key * (kv_dim / QK) + off / QK));
+      }
+    };
+    auto visible = [&](int c) {  // order positions of the keys row c sees, in stream order
+      keys.clear();
+      for (int j = 0; j < N; ++j)
+        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
+      return (int)keys.size();
+    };
+    if (K.size() < (size_t)N * hd) K.resize((size_t)N * hd), V.resize((size_t)N * hd);
     for (int j = 0; j < N; ++j) {  // K[j], V[j]: the key at order position j, if a row sees it
       const int key = ord[j];
+      if (j + 6 < N) prefetch(ord[j + 6]);
       bool seen = false;
       for (int c = c0; c < c1 && !seen; ++c) seen = msk[(size_t)c * N + key];
       if (!seen) continue;
@@ -490,30 +729,31 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
       }
     }
     for (int c = c0; c < c1; ++c) {
-      keys.clear();  // order positions of the keys row c sees, in stream order
-      for (int j = 0; j < N; ++j)
-        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
-      const int n = (int)keys.size();
+      const int n = visible(c);
       for (int h = g * G; h < (g + 1) * G; ++h) {
         float* dst = o + ((size_t)c * H + h) * hd;
         std::fill(dst, dst + hd, 0.f);
         if (n == 0) continue;
         const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
         const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
-        float mx = -INFINITY;
+#if defined(__AVX2__)
+        if (hd % 8 == 0 && hd <= 256) {
+          attend_head(ScratchSrc{K.data(), V.data(), hd}, keys.data(), n, sink, ord, q_win, q_snk, scale, hd,
+                      sc.data(), dst);
+          continue;
+        }
+#endif
         for (int k = 0; k < n; ++k) {
           const int j = keys[k];
           sc[k] = dot(sink[ord[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
-          mx = std::max(mx, sc[k]);
         }
+        float mx = -INFINITY;
+        for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
         for (int k = 0; k < n; ++k) sc[k] -= mx;
         exp_inplace(sc.data(), n);
         float sum = 0.f;
         for (int k = 0; k < n; ++k) sum += sc[k];
-        if (hd == 64) weighted_sum<64>(sc.data(), V.data(), keys.data(), n, dst);
-        else if (hd == 128) weighted_sum<128>(sc.data(), V.data(), keys.data(), n, dst);
-        else
-          for (int k = 0; k < n; ++k) axpy(sc[k], &V[(size_t)keys[k] * hd], dst, hd);
+        for (int k = 0; k < n; ++k) axpy(sc[k], &V[(size_t)keys[k] * hd], dst, hd);
         const float inv = 1.f / sum;
         for (int i = 0; i < hd; ++i) dst[i] *= inv;
       }
