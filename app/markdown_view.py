@@ -7,7 +7,8 @@ Model output is untrusted text.  This view:
   Markdown image ``![](http://tracker/x.png)`` or ``![](file:///etc/passwd)`` stays a blank;
 * never follows a link by itself (``setOpenLinks(False)``); a click emits ``linkClicked`` and
   the window opens http(s)/mailto links in the system browser.
-It sizes itself to its content (no scroll bar of its own) so many of them can sit in a list.
+It sizes itself to its content (no vertical scroll bar of its own) so many of them can sit in a
+list; a fenced code block gets a view of its own whose long lines scroll sideways.
 
 :class:`MarkdownStack` keeps re-rendering cheap while a long reply streams: parsing and laying
 out Markdown costs time linear in its length (~2.5 ms per 1,000 characters here), so a reply
@@ -91,7 +92,23 @@ class MarkdownView(QTextBrowser):
         self.customContextMenuRequested.connect(lambda p: self.menuRequested.emit(self.viewport().mapToGlobal(p)))
         self._markdown = ""
         self._faded = False
+        self._code = False
         self._fit()
+
+    def set_code(self, code: bool) -> None:
+        """A view that holds one fenced code block: its lines are kept whole (code is read line
+        by line) and scroll sideways when wider than the message, with a scroll bar of its own."""
+        if code == self._code:
+            return
+        self._code = code
+        self.setLineWrapMode(QTextBrowser.LineWrapMode.NoWrap if code else QTextBrowser.LineWrapMode.WidgetWidth)
+        self.setHorizontalScrollBarPolicy(
+            Qt.ScrollBarPolicy.ScrollBarAsNeeded if code else Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._shade_code_blocks()
+        self._fit()
+
+    def is_code(self) -> bool:
+        return self._code
 
     # -- safety ---------------------------------------------------------------------
 
@@ -139,7 +156,8 @@ class MarkdownView(QTextBrowser):
                 cursor.setPosition(block.position())
                 shade = QTextBlockFormat()
                 shade.setBackground(bg)
-                shade.setNonBreakableLines(False)  # long lines wrap instead of running off the edge
+                # in a code view long lines scroll sideways; an indented block inside text wraps
+                shade.setNonBreakableLines(self._code)
                 cursor.mergeBlockFormat(shade)
             block = block.next()
         if cursor is not None:
@@ -167,8 +185,23 @@ class MarkdownView(QTextBrowser):
 
     def _fit(self, *_):
         h = math.ceil(self.document().size().height()) + 2 * self.frameWidth()
+        if self._code and self.document().size().width() > self.viewport().width() + 1:
+            h += self.horizontalScrollBar().sizeHint().height()  # the bar sits below the last line
         if h != self.height():
             self.setFixedHeight(max(h, 8))
+
+    def resizeEvent(self, e):  # noqa: N802 - a narrower message may now need the sideways bar
+        super().resizeEvent(e)
+        if self._code:
+            self._fit()
+
+    def wheelEvent(self, e):  # noqa: N802
+        """Vertical wheel turns scroll the chat, not a code block: a block never scrolls
+        vertically (it is as tall as its code), only sideways with a horizontal turn or Shift."""
+        if self._code and e.angleDelta().x() == 0 and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            e.ignore()
+            return
+        super().wheelEvent(e)
 
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(200, self.height())
@@ -231,6 +264,29 @@ def chunk_sources(text: str, bounds: list[int]) -> list[str]:
             src += ("" if src.endswith("\n") else "\n") + opening
         out.append(src)
     return out
+
+
+def code_cuts(text: str, start: int = 0) -> list[int]:
+    """Cut points in text[start:] that give each fenced code block a view of its own: where its
+    opening fence line starts and just after its closing fence line (once that line is whole,
+    so a cut never moves as a reply streams in)."""
+    cuts = []
+    fences = [f for f in _fence_starts(text)]
+    for i, f in enumerate(fences):
+        if i % 2 == 0:
+            cut = f
+        else:
+            end = text.find("\n", f)
+            if end < 0:
+                continue  # the closing line is still arriving
+            cut = end + 1
+        if start < cut < len(text):
+            cuts.append(cut)
+    return cuts
+
+
+def _is_code(src: str) -> bool:
+    return bool(_FENCE_LINE.match(src))
 
 
 THINKING_LINK = "pinwheel:thinking"
@@ -314,7 +370,9 @@ class MarkdownStack(QWidget):
 
     def _show(self, text: str, bounds: list[int]) -> None:
         for i, src in enumerate(chunk_sources(text, bounds)):
-            self._view(i).set_markdown(src)  # a no-op for a chunk that did not change
+            view = self._view(i)
+            view.set_code(_is_code(src))
+            view.set_markdown(src)  # a no-op for a chunk that did not change
         n = max(len(bounds) - 1, 1)
         for v in self.views[n:]:
             self._lay.removeWidget(v)
@@ -328,7 +386,7 @@ class MarkdownStack(QWidget):
     def set_markdown(self, text: str) -> None:
         """A finished text: one document when short enough to render at once."""
         cuts = split_markdown(text, 0, CHUNK_CHARS * 2) if len(text) > SINGLE_VIEW_CHARS else []
-        self._show(text, [0, *cuts, len(text)])
+        self._show(text, [0, *sorted({*cuts, *code_cuts(text)}), len(text)])
 
     def stream_markdown(self, text: str) -> None:
         """A growing text: settled chunks stay as they are; only the tail is re-rendered."""
@@ -337,7 +395,8 @@ class MarkdownStack(QWidget):
             bounds.append(bounds[-1] + len(piece))
         if not text.startswith("".join(self._pieces[:-1])):  # rewritten: start over
             bounds = [0]
-        self._show(text, [*bounds, *split_markdown(text, bounds[-1]), len(text)])
+        cuts = sorted({*split_markdown(text, bounds[-1]), *code_cuts(text, bounds[-1])})
+        self._show(text, [*bounds, *cuts, len(text)])
 
     def toPlainText(self) -> str:  # noqa: N802 - like QTextEdit
         return "\n".join(v.toPlainText() for v in self.views)

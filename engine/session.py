@@ -35,6 +35,11 @@ class Chunk:
     msg: int  # index into messages, -1 = the system turn
     ids: array  # token ids it put into the stream
     start: int = 0  # stream position of its first token
+    # A turn's prefill also carries the previous reply's closing markers (its first `lead`
+    # tokens) and the next reply's opening (its last `tail`): counted as those messages', as a
+    # re-encoding cuts them, so a message has one size (what a pin's preview promises).
+    lead: int = 0
+    tail: int = 0
 
 
 def common_prefix(a: str, b: str) -> int:
@@ -93,6 +98,41 @@ class ChatSession:
         # A template that already starts with the BOS text must not get a second BOS.
         add_bos = first and self.tok.add_bos and not (self.tok.bos_text and text.startswith(self.tok.bos_text))
         return self.tok.encode(text, add_bos=add_bos, parse_special=True)
+
+    def _turn_markers(self) -> tuple[str, str]:
+        """The template's closing of a reply and its generation prompt (the opening of the next),
+        found once by rendering a one-word exchange; ("", "") where a template hides them."""
+        if getattr(self, "_markers_for", None) is not self.template:
+            closing = opening = ""
+            try:
+                user = [{"role": "user", "content": "\x01"}]
+                bare = self.template.render(user, add_generation_prompt=False)
+                prompted = self.template.render(user, add_generation_prompt=True)
+                if prompted.startswith(bare):
+                    opening = prompted[len(bare):]
+                both = self.template.render(user + [{"role": "assistant", "content": "\x02"}],
+                                            add_generation_prompt=False)
+                if both.count("\x02") == 1:
+                    closing = both[both.index("\x02") + 1:]
+            except Exception:  # noqa: BLE001 - a template that rejects the probe: count as before
+                closing = opening = ""
+            self._markers, self._markers_for = (closing, opening), self.template
+        return self._markers
+
+    def _encode_turn(self, text: str, first: bool) -> tuple[list[int], int, int]:
+        """A turn's new text as ids, with how many lead ones close the previous reply and how
+        many tail ones open the next (each piece encoded on its own, as _rechunk would)."""
+        closing, opening = self._turn_markers()
+        after_reply = len(self.messages) >= 2 and self.messages[-2]["role"] == "assistant"
+        a = len(closing) if after_reply and closing and text.startswith(closing) else 0
+        b = len(text) - len(opening) if opening and text.endswith(opening) and len(text) - len(opening) >= a else len(text)
+        ids: list[int] = []
+        counts = []
+        for piece in (text[:a], text[a:b], text[b:]):
+            part = self._encode(piece, first=first and not ids) if piece else []
+            ids += part
+            counts.append(len(part))
+        return ids, counts[0], counts[2]
 
     def _pinned_ids(self) -> list[int]:
         n = len(self.messages)
@@ -248,10 +288,12 @@ class ChatSession:
             seen, cached = ring.next_pos, ring.cache_tokens
         per_msg: dict[int, list[int]] = {}
         for c in list(self._chunks):
-            n_in = int(((positions >= c.start) & (positions < c.start + len(c.ids))).sum())
-            acc = per_msg.setdefault(c.msg, [0, 0])
-            acc[0] += len(c.ids)
-            acc[1] += n_in
+            lo, hi = c.start + c.lead, c.start + len(c.ids) - c.tail
+            for msg, a, b in ((c.msg - 1, c.start, lo), (c.msg, lo, hi), (c.msg + 1, hi, c.start + len(c.ids))):
+                if b > a or msg == c.msg:
+                    acc = per_msg.setdefault(msg, [0, 0])
+                    acc[0] += b - a
+                    acc[1] += int(((positions >= a) & (positions < b)).sum())
         msgs = tuple(
             MessageMemory(i, "system" if i < 0 else self.messages[i]["role"], n, k,
                           i >= 0 and bool(self.messages[i].get("pinned")))
@@ -283,10 +325,10 @@ class ChatSession:
                 self._chunks.clear()
             logits = yield from self._resync(add_generation_prompt=True)
             return logits, self.decoder.ring.cache_tokens, time.perf_counter() - t0
-        delta = self._encode(full[cut:], first=first and not self._system_ids)
+        delta, lead, tail = self._encode_turn(full[cut:], first=first and not self._system_ids)
         self._rendered = full
         start = self.decoder.ring.next_pos + len(self._pending) + (len(self._system_ids) if first else 0)
-        self._chunks.append(Chunk(len(self.messages) - 1, array("i", delta), start))
+        self._chunks.append(Chunk(len(self.messages) - 1, array("i", delta), start, lead, tail))
         self.drafter.extend(delta)  # (the pending token joined the drafter when it was sampled)
         ids = (self._system_ids if first else []) + self._pending + delta
         self._pending = []

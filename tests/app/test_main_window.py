@@ -351,6 +351,7 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
 
     # the message's tokens joined the sinks (re-encoded, so counted afresh), the window shrank
     qtbot.waitUntil(pinned_in_sinks, timeout=10_000)
+    assert win.last_stats.stats.sink_tokens == sinks_before + tokens  # as the preview promised
     assert win.last_stats.stats.window < win.last_stats.stats.capacity - sinks_before
     # nothing was edited: the settings preview says the cache is as it is (it said "differs")
     qtbot.waitUntil(lambda: "same as the current cache" in win.settingsPanel.preview_text(), timeout=5000)
@@ -581,6 +582,9 @@ def test_long_markdown_is_rendered_in_chunks_that_read_the_same(qapp):
     whole = MarkdownStack()
     whole.set_markdown(text)
     assert whole.toPlainText().replace("\n", "") == streamed.toPlainText().replace("\n", "")
+    for stack in (streamed, whole):  # every fenced block in a view of its own, streamed or not
+        code = [v for v in stack.views if v.is_code()]
+        assert len(code) == 120 and all(v.toPlainText().strip() == "for i in range(3):\n\n    print(i)" for v in code)
     short = MarkdownStack()
     short.set_markdown(para)
     assert len(short.views) == 1 and "**" not in short.toPlainText()
@@ -689,9 +693,10 @@ def test_weights_that_fail_after_the_checks_bring_the_previous_model_back(qtbot,
         w.close()
 
 
-def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot):
+def test_code_blocks_are_readable_while_streaming_and_long_lines_scroll_sideways(win, qtbot):
     """The code shading was blended from the streaming bubble's transparent base: solid black
-    with dark text. And a code line wider than the window was cut off."""
+    with dark text. And a code line wider than the window was cut off: now a code block is a
+    view of its own whose lines stay whole and scroll sideways."""
     from app.chat_view import ChatMessage
     from app.theme import apply_theme
 
@@ -702,7 +707,8 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot
     w.message.content = "Here:\n\n```python\n" + long_line + "\n```\n"
     w.body.stream_markdown(w.display_text())
     qtbot.wait(50)
-    view = w.body.views[0]
+    assert [v.is_code() for v in w.body.views] == [False, True]  # "Here:" + label, then the code
+    view = w.body.views[1]
     doc = view.document()
     block = doc.begin()
     while block.isValid() and "value_0" not in block.text():
@@ -712,7 +718,24 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_wrap(win, qtbot
     assert bg.alpha() == 255 and bg.lightness() > 128 or win.palette().color(win.backgroundRole()).lightness() < 128, bg.name()
     text_color = view.palette().color(view.foregroundRole())
     assert abs(bg.lightness() - text_color.lightness()) > 100  # text readable on it
-    assert doc.idealWidth() <= view.viewport().width() + 1  # wrapped, nothing cut off
+    assert block.layout().lineCount() == 1 and doc.idealWidth() > view.viewport().width()  # kept whole
+    bar = view.horizontalScrollBar()
+    assert bar.isVisible() and bar.maximum() > 0  # ...and reachable: it scrolls sideways
+    assert view.height() >= doc.size().height() + bar.height() - 1  # the bar hides no line
+    bar.setValue(bar.maximum())
+    assert view.cursorForPosition(view.viewport().rect().center()).block().text() == long_line
+    short = "Short:\n\n```\nx = 1\n```\n"
+    w.message.content = short  # a block that fits has no bar
+    w.body.stream_markdown(w.display_text())
+    qtbot.wait(20)
+    assert not w.body.views[1].horizontalScrollBar().isVisible()
+    w.message.content = "Here:\n\n```python\n" + long_line + "\n```\n"
+    w.body.stream_markdown(w.display_text())
+    qtbot.wait(20)
+    view = w.body.views[1]
+    block = view.document().begin()
+    while block.isValid() and "value_0" not in block.text():
+        block = block.next()
     apply_theme(QApplication.instance(), "dark")  # and in dark: re-shaded, dark, still readable
     qtbot.wait(20)
     bg = block.blockFormat().background().color()

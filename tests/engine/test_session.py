@@ -173,3 +173,21 @@ def test_ttft_after_an_edit_counts_the_re_encoding(tiny, monkeypatch):
     monkeypatch.setattr(s, "_resync", slow_resync)
     _, done = run(s.edit_last("tell me something else"))
     assert done.ttft_s >= 0.3 and done.prompt_tokens > 0
+
+
+def test_a_message_counts_the_same_tokens_before_and_after_a_pin(tiny):
+    """What the pin preview promises (the message's tokens as the stats count them) is what the
+    pin takes: the previous reply's closing markers are that reply's and the generation prompt
+    the next reply's, whether just prefilled or re-encoded (the preview said 18, the pin took 12)."""
+    s = ChatSession(tiny, plan_memory(tiny.config, window=200), sampling=LONG.with_(max_tokens=8))
+    run(s.stream("remember the word pineapple, please"))
+    run(s.stream("and now something else"))
+    chunk = next(c for c in s._chunks if c.msg == 2)
+    assert chunk.lead > 0 and chunk.tail > 0  # the tiny template has both markers
+    before = {m.index: m.tokens for m in s.stats().messages}
+    assert sum(before.values()) == s.stats().tokens_seen + len(s._pending)  # (the last token is fed next turn)
+    s.set_pinned(2, True)
+    after = {m.index: m.tokens for m in s.stats().messages}
+    # (the last reply, not yet closed in the cache, gains its closing markers when re-encoded)
+    assert {i: n for i, n in after.items() if i < 3} == {i: n for i, n in before.items() if i < 3}
+    assert sum(m.tokens for m in s.stats().messages if m.pinned) == before[2]
