@@ -130,14 +130,21 @@ class ConversationSidebar(QWidget):
         delete.triggered.connect(self._delete_current)
         self.list.addAction(delete)
 
+        # New beside the search box and the rest below the list: the list then fits in 200 px,
+        # so at the default 1280 px both side panels leave the chat its 60% (one row of four
+        # buttons made it ~270 px and the memory panel had to go).
+        top = QHBoxLayout()
+        top.setSpacing(2)
+        top.addWidget(self.search, 1)
+        top.addWidget(self.newButton)
         row = QHBoxLayout()
         row.setSpacing(2)
-        for b in (self.newButton, self.renameButton, self.deleteButton, self.exportButton):
+        for b in (self.renameButton, self.deleteButton, self.exportButton):
             row.addWidget(b)
         row.addStretch(1)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(self.search)
+        lay.addLayout(top)
         lay.addWidget(self.list, 1)
         lay.addLayout(row)
 

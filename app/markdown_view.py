@@ -22,7 +22,7 @@ import re
 from bisect import bisect_left
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QByteArray, QEvent, QPoint, QSize, Qt, QUrl, Signal
+from PySide6.QtCore import QByteArray, QEvent, QPoint, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (QColor, QGuiApplication, QPalette, QTextBlockFormat, QTextCursor, QTextDocument,
                            QTextFormat)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
@@ -67,6 +67,11 @@ def blend(a: QColor, b: QColor, t: float) -> QColor:
     )
 
 
+def _theme_link() -> str:
+    app = QGuiApplication.instance()
+    return app.palette().color(QPalette.ColorRole.Link).name() if app is not None else ""
+
+
 class MarkdownView(QTextBrowser):
     linkClicked = Signal(QUrl)
     menuRequested = Signal(QPoint)  # a context menu, at this global position
@@ -93,6 +98,8 @@ class MarkdownView(QTextBrowser):
         self._markdown = ""
         self._faded = False
         self._code = False
+        self._rendered_link = _theme_link()
+        self._retheme_pending = False
         self._fit()
 
     def set_code(self, code: bool) -> None:
@@ -126,11 +133,26 @@ class MarkdownView(QTextBrowser):
         if text == self._markdown and not self.document().isEmpty():
             return
         self._markdown = text
+        bar = self.horizontalScrollBar()
+        scrolled = bar.value()
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
+        self._rendered_link = _theme_link()
         self._shade_code_blocks()
+        if self._code:
+            # The cursor ends up after the last character, and a resize scrolls to it: a code
+            # block opened at its right end. Keep it at the start, and where the user scrolled it
+            # while it streams.
+            self.moveCursor(QTextCursor.MoveOperation.Start)
+            bar.setValue(scrolled)
 
-    def changeEvent(self, e):  # noqa: N802 - a theme switch re-shades the code blocks
+    def changeEvent(self, e):  # noqa: N802 - a theme switch re-renders: links and code shading
         if e.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            # This view's palette is its own (set_faded), so a new theme does not reach it, and
+            # Qt's Markdown importer writes the theme's link colour into the text: links stayed
+            # dark blue on a dark background. Rebuild both once every widget has the theme.
+            if _theme_link() != self._rendered_link and not self._retheme_pending:
+                self._retheme_pending = True
+                QTimer.singleShot(0, self._retheme)
             self._shade_code_blocks()
         super().changeEvent(e)
 
@@ -171,6 +193,13 @@ class MarkdownView(QTextBrowser):
         self._faded = faded
         self._apply_palette()
 
+    def _retheme(self) -> None:
+        self._retheme_pending = False
+        self._apply_palette()
+        if self._markdown:
+            self._markdown, text = "", self._markdown
+            self.set_markdown(text)
+
     def _apply_palette(self) -> None:
         base = self.parentWidget().palette() if self.parentWidget() else self.palette()
         pal = QPalette(base)
@@ -198,8 +227,13 @@ class MarkdownView(QTextBrowser):
     def wheelEvent(self, e):  # noqa: N802
         """Vertical wheel turns scroll the chat, not a code block: a block never scrolls
         vertically (it is as tall as its code), only sideways with a horizontal turn or Shift."""
-        if self._code and e.angleDelta().x() == 0 and not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            e.ignore()
+        if self._code and e.angleDelta().x() == 0:
+            if not e.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+                e.ignore()  # to the chat
+                return
+            bar = self.horizontalScrollBar()  # Shift+wheel: sideways, as in editors and browsers
+            bar.setValue(bar.value() - round(e.angleDelta().y() / 120 * 3 * bar.singleStep()))
+            e.accept()
             return
         super().wheelEvent(e)
 

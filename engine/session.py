@@ -25,7 +25,7 @@ from .draft import DraftStats, PromptLookup, next_tokens
 from .errors import SettingsError
 from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
 from .sampler import Sampler, SamplingParams
-from .sysmem import rss_bytes
+from .sysmem import rss_bytes, trim
 
 STATS_EVERY_S = 0.2
 
@@ -402,6 +402,10 @@ class ChatSession:
         if reason == "cancelled":
             self.messages[-1]["interrupted"] = True
         self._rendered += text
+        # A turn's freed memory (its prompt's arrays, the renders, XLA's buffers) back to the
+        # system now, in the pause before the next message: otherwise the heap's free pages
+        # show as growth over a long chat (+4.4 MB over 3,000 tokens in the soak test).
+        trim(collect=False)
         decode_s = (time.perf_counter() - t_first) if t_first else 0.0
         ttft = prefill_s + ((t_first - t_start) if t_first else 0.0)
         yield Stats(self.stats())

@@ -41,8 +41,10 @@ if _LIBC is not None and hasattr(_LIBC, "mallopt"):
     _LIBC.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
-def trim() -> None:
-    """Collect garbage and return free heap pages to the OS (a no-op off glibc)."""
-    gc.collect()
+def trim(collect: bool = True) -> None:
+    """Collect garbage (unless told not to: a full collection takes ~50 ms in a big process) and
+    return free heap pages to the OS (a no-op off glibc)."""
+    if collect:
+        gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)

@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QByteArray, QUrl, Qt  # noqa: E402
-from PySide6.QtGui import QAction, QPalette, QTextDocument  # noqa: E402
+from PySide6.QtCore import QByteArray, QPoint, QPointF, QUrl, Qt  # noqa: E402
+from PySide6.QtGui import QAction, QPalette, QTextDocument, QWheelEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
@@ -291,6 +291,29 @@ def apply_and_wait(win, qtbot, **changes):
         qtbot.mouseClick(panel.applyButton, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: panel.applyStatus.text() != "Applying…", timeout=5000)
     return got[0].rebuilt, got[0].plan, got[0].note
+
+
+def test_twenty_applies_in_the_window_give_their_memory_back(win, qtbot):
+    """Issue 13 (9): every Apply added 20-50 MB in the window. Twenty Applies cycling windows and
+    KV types, clicked in the settings panel, end within 10 MB of the first."""
+    from engine.sysmem import rss_bytes, trim
+
+    idle(win, qtbot)
+    first = win.settings
+    cycle = [(96, "int8"), (128, "bf16"), (160, "f32"), (112, "int8"), (144, "bf16"), (96, "f32")]
+    rss = []
+    try:
+        for i in range(20):
+            window, kv = cycle[i % len(cycle)]
+            apply_and_wait(win, qtbot, window=window, kv_dtype=kv)
+            qtbot.wait(20)
+            trim()
+            rss.append(rss_bytes())
+    finally:
+        win.settingsPanel.load(first)
+        apply_and_wait(win, qtbot, window=first.window or 0, kv_dtype=first.kv_dtype)
+    early, late = sorted(rss[:3])[1], sorted(rss[-3:])[1]  # medians of three: the allocator jitters
+    assert late - early <= 10e6, [round((x - early) / 1e6, 1) for x in rss]
 
 
 def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
@@ -722,6 +745,17 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_scroll_sideways
     bar = view.horizontalScrollBar()
     assert bar.isVisible() and bar.maximum() > 0  # ...and reachable: it scrolls sideways
     assert view.height() >= doc.size().height() + bar.height() - 1  # the bar hides no line
+    assert bar.value() == 0  # it opens at the start of its lines
+    pos = QPointF(view.viewport().rect().center())
+
+    def wheel(delta, mods=Qt.KeyboardModifier.NoModifier):
+        ev = QWheelEvent(pos, view.viewport().mapToGlobal(pos), QPoint(), delta, Qt.MouseButton.NoButton, mods,
+                         Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(view.viewport(), ev)
+        return ev.isAccepted()
+
+    assert not wheel(QPoint(0, -120)) and bar.value() == 0  # a plain wheel turn scrolls the chat
+    assert wheel(QPoint(0, -120), Qt.KeyboardModifier.ShiftModifier) and bar.value() > 0  # Shift: sideways
     bar.setValue(bar.maximum())
     assert view.cursorForPosition(view.viewport().rect().center()).block().text() == long_line
     short = "Short:\n\n```\nx = 1\n```\n"
@@ -738,6 +772,19 @@ def test_code_blocks_are_readable_while_streaming_and_long_lines_scroll_sideways
         block = block.next()
     apply_theme(QApplication.instance(), "dark")  # and in dark: re-shaded, dark, still readable
     qtbot.wait(20)
+
+    def link_colour(v):
+        block = v.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                if it.fragment().charFormat().isAnchor():
+                    return it.fragment().charFormat().foreground().color().name()
+                it += 1
+            block = block.next()
+
+    # the label's Copy link takes the dark theme's light blue (Qt writes it into the text)
+    assert link_colour(w.body.views[0]) == QApplication.palette().color(QPalette.ColorRole.Link).name() == "#6fa8ff"
     bg = block.blockFormat().background().color()
     assert bg.lightness() < 100 and QApplication.palette().color(QPalette.ColorRole.Text).lightness() > 180
     apply_theme(QApplication.instance(), "system")
