@@ -131,6 +131,10 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
     for (int g = 0; g < G; ++g) acc[r][g] = tail[r][g] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int b = 0; b < nb; ++b) {
+    // the block's x values, 4 at a time in every lane: the same for all G groups of weights
+    __m256i xv[R][8];
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 8; ++k) xv[r][k] = _mm256_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)g * nb + b) * block_bytes<F>();
       const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)g * nb + b) * GROUP)));
@@ -149,14 +153,13 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         }
       }
       for (int r = 0; r < R; ++r) {
-        const int32_t* xb = (const int32_t*)(x[r].q + b * QK);  // 8 groups of 4 values
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
         for (int k = 0; k < 8; k += 2) {
-          s0 = dot4(s0, w[k], _mm256_set1_epi32(xb[k]));
-          s1 = dot4(s1, w[k + 1], _mm256_set1_epi32(xb[k + 1]));
+          s0 = dot4(s0, w[k], xv[r][k]);
+          s1 = dot4(s1, w[k + 1], xv[r][k + 1]);
         }
-        // q4: w[k] pairs with x values 4k..4k+3 for k < 4 and 16+4(k-4).. for k >= 4; xb[k]
-        // for k < 4 and xb[k] for k >= 4 are exactly those groups (xb[4] = values 16..19).
+        // q4: w[k] pairs with x values 4k..4k+3 for k < 4 and 16+4(k-4).. for k >= 4, and xv[r][k]
+        // holds values 4k..4k+3: the same groups for every k (xv[r][4] = values 16..19).
         const __m256i s = _mm256_add_epi32(s0, s1);
         acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b])), acc[r][g]);
         tail[r][g] = _mm256_fmadd_ps(coef, _mm256_set1_ps(x[r].s[b]), tail[r][g]);
