@@ -433,6 +433,38 @@ inline void exp_inplace(float* x, int n) {
 }
 
 #if defined(__AVX2__)
+// x = exp(x * scale - max) in place; returns the sum. The sum runs in 8 lanes (element k in lane
+// k % 8, the tail zero-padded) then hsum8: fixed for a given n, so every path that softmaxes the
+// same keys gets the same bits, and 8 independent adds instead of one chain of n (a 929-key
+// row's sum alone took ~1.2 us).
+inline float softmax_inplace(float* x, int n, float scale) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256 mv = _mm256_set1_ps(-INFINITY);
+  int k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k), sv);
+    _mm256_storeu_ps(x + k, v);
+    mv = _mm256_max_ps(mv, v);
+  }
+  float mx = -INFINITY;
+  for (; k < n; ++k) x[k] *= scale, mx = std::max(mx, x[k]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mv);
+  for (float l : lanes) mx = std::max(mx, l);  // max is exact in any order
+  for (k = 0; k < n; ++k) x[k] -= mx;
+  exp_inplace(x, n);
+  __m256 acc = _mm256_setzero_ps();
+  for (k = 0; k + 8 <= n; k += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + k));
+  if (k < n) {
+    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::memcpy(tail, x + k, (n - k) * sizeof(float));
+    acc = _mm256_add_ps(acc, _mm256_load_ps(tail));
+  }
+  return hsum8(acc);
+}
+#endif
+
+#if defined(__AVX2__)
 // Where one KV head's keys and values come from, 8 values at a time (elements [i, i + 8) of the
 // key at order position j). Both sources give the same f32 values by the same arithmetic (an
 // int8 value times its group's scale, bf16 bits shifted up), so a row's result does not depend
@@ -504,10 +536,21 @@ void attend_head(const Src& src, const int* keys, int n, const bool* sink, const
     __m256 acc[8];
     const float* qk[8];
     typename Src::Row r[8];
-    for (int u = 0; u < 8; ++u)
-      acc[u] = _mm256_setzero_ps(), qk[u] = sink[ord[keys[k + u]]] ? q_snk : q_win, r[u] = src.krow(keys[k + u]);
-    for (int i = 0; i < hd; i += 8)
-      for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + i), src.at(r[u], i), acc[u]);
+    bool any_sink = false;
+    for (int u = 0; u < 8; ++u) {
+      const bool sk = sink[ord[keys[k + u]]];
+      any_sink |= sk;
+      acc[u] = _mm256_setzero_ps(), qk[u] = sk ? q_snk : q_win, r[u] = src.krow(keys[k + u]);
+    }
+    if (!any_sink) {  // the usual block: one load of the query serves all 8 keys (loads bound this)
+      for (int i = 0; i < hd; i += 8) {
+        const __m256 q = _mm256_loadu_ps(q_win + i);
+        for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(q, src.at(r[u], i), acc[u]);
+      }
+    } else {
+      for (int i = 0; i < hd; i += 8)
+        for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + i), src.at(r[u], i), acc[u]);
+    }
     for (int u = 0; u < 8; ++u) sc[k + u] = hsum8(acc[u]);
   }
   for (; k < n; ++k) {
@@ -517,12 +560,7 @@ void attend_head(const Src& src, const int* keys, int n, const bool* sink, const
     for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), src.at(r, i), acc);
     sc[k] = hsum8(acc);
   }
-  float mx = -INFINITY;
-  for (k = 0; k < n; ++k) sc[k] *= scale, mx = std::max(mx, sc[k]);
-  for (k = 0; k < n; ++k) sc[k] -= mx;
-  exp_inplace(sc, n);
-  float sum = 0.f;
-  for (k = 0; k < n; ++k) sum += sc[k];
+  const float sum = softmax_inplace(sc, n, scale);
   constexpr int MAXV = 256 / 8;  // head sizes up to 256 in registers (spilled beyond 128; still in L1)
   __m256 acc[MAXV];
   const int nv = hd / 8;
@@ -554,15 +592,26 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
     typename Src::Row r[KB];
     const float* qk[KB];
     __m256 acc[G][KB];
-    for (int u = 0; u < KB; ++u) r[u] = src.krow(keys[k + u]), qk[u] = sink[ord[keys[k + u]]] ? q_snk : q_win;
+    bool any_sink = false;
+    for (int u = 0; u < KB; ++u) {
+      const bool sk = sink[ord[keys[k + u]]];
+      any_sink |= sk;
+      r[u] = src.krow(keys[k + u]), qk[u] = sk ? q_snk : q_win;
+    }
     for (int h = 0; h < G; ++h)
       for (int u = 0; u < KB; ++u) acc[h][u] = _mm256_setzero_ps();
     for (int i = 0; i < hd; i += 8) {
       __m256 kv[KB];
       for (int u = 0; u < KB; ++u) kv[u] = src.at(r[u], i);
-      for (int h = 0; h < G; ++h)
-        for (int u = 0; u < KB; ++u)
-          acc[h][u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + (size_t)h * hd + i), kv[u], acc[h][u]);
+      for (int h = 0; h < G; ++h) {
+        if (!any_sink) {  // one load of each head's query for all the keys
+          const __m256 q = _mm256_loadu_ps(q_win + (size_t)h * hd + i);
+          for (int u = 0; u < KB; ++u) acc[h][u] = _mm256_fmadd_ps(q, kv[u], acc[h][u]);
+        } else {
+          for (int u = 0; u < KB; ++u)
+            acc[h][u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + (size_t)h * hd + i), kv[u], acc[h][u]);
+        }
+      }
     }
     for (int h = 0; h < G; ++h)
       for (int u = 0; u < KB; ++u) sc[(size_t)h * N + k + u] = hsum8(acc[h][u]);
@@ -581,12 +630,7 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
   float sum[G];
   for (int h = 0; h < G; ++h) {
     float* s = sc + (size_t)h * N;
-    float mx = -INFINITY;
-    for (int j = 0; j < n; ++j) s[j] *= scale, mx = std::max(mx, s[j]);
-    for (int j = 0; j < n; ++j) s[j] -= mx;
-    exp_inplace(s, n);
-    sum[h] = 0.f;
-    for (int j = 0; j < n; ++j) sum[h] += s[j];
+    sum[h] = softmax_inplace(s, n, scale);
   }
   constexpr int VC = G >= 3 ? 24 / G : 8;  // value vectors per pass (G * VC accumulators)
   for (int i0 = 0; i0 < hd; i0 += 8 * VC) {
@@ -607,6 +651,115 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
     for (int h = 0; h < G; ++h) {
       const __m256 inv = _mm256_set1_ps(1.f / sum[h]);
       for (int c = 0; c < nv; ++c) _mm256_storeu_ps(dst + (size_t)h * hd + i0 + 8 * c, _mm256_mul_ps(acc[h][c], inv));
+    }
+  }
+}
+
+// A block's rows and their group's query heads at once, over the keys any of them sees (U: order
+// positions in stream order; vis[r * nU + u]: row r sees U[u]), from the shared f32 copy (K, V
+// indexed by order position). Each key's values are loaded once per tile of (row, head) pairs
+// instead of once per pair: re-reading the copy from L2 for every pair bounded an 8-row verify
+// (its attention took 20 of its 31 ms at 928 slots). Per pair the arithmetic is attend_head's
+// exactly: each score an fma chain over the head then hsum8, the softmax over the row's own keys
+// in order, the value sums over them in order. S: P rows of nU scratch floats.
+void attend_rows(const float* K, const float* V, const int* U, int nU, const uint8_t* vis, int R, int G, int hd,
+                 const bool* sink, const int32_t* ord, const float* qw, const float* qs, int H, int h0, int c0,
+                 float scale, float* S, float* e, float* sums, float* out) {
+  const int P = R * G;
+  auto off = [&](int p) { return ((size_t)(c0 + p / G) * H + h0 + p % G) * hd; };
+  constexpr int TP = 8, KB = 3;  // 24 accumulators
+  for (int p0 = 0; p0 < P; p0 += TP) {
+    const float *qwp[TP], *qsp[TP];
+    for (int t = 0; t < TP; ++t) {  // past the last pair: a copy of it, computed and dropped
+      const size_t at = off(std::min(p0 + t, P - 1));
+      qwp[t] = qw + at, qsp[t] = qs + at;
+    }
+    int u = 0;
+    for (; u + KB <= nU; u += KB) {
+      const float* kr[KB];
+      bool sk[KB], any = false;
+      for (int b = 0; b < KB; ++b) {
+        const int j = U[u + b];
+        kr[b] = K + (size_t)j * hd, sk[b] = sink[ord[j]], any |= sk[b];
+      }
+      __m256 acc[TP][KB];
+      for (int t = 0; t < TP; ++t)
+        for (int b = 0; b < KB; ++b) acc[t][b] = _mm256_setzero_ps();
+      for (int i = 0; i < hd; i += 8) {
+        __m256 kv[KB];
+        for (int b = 0; b < KB; ++b) kv[b] = _mm256_loadu_ps(kr[b] + i);
+        for (int t = 0; t < TP; ++t) {
+          if (!any) {
+            const __m256 q = _mm256_loadu_ps(qwp[t] + i);
+            for (int b = 0; b < KB; ++b) acc[t][b] = _mm256_fmadd_ps(q, kv[b], acc[t][b]);
+          } else {
+            for (int b = 0; b < KB; ++b)
+              acc[t][b] = _mm256_fmadd_ps(_mm256_loadu_ps((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+          }
+        }
+      }
+      for (int t = 0; t < TP && p0 + t < P; ++t)
+        for (int b = 0; b < KB; ++b) S[(size_t)(p0 + t) * nU + u + b] = hsum8(acc[t][b]);
+    }
+    for (; u < nU; ++u) {
+      const int j = U[u];
+      const float* kr = K + (size_t)j * hd;
+      const bool sk = sink[ord[j]];
+      __m256 acc[TP];
+      for (int t = 0; t < TP; ++t) acc[t] = _mm256_setzero_ps();
+      for (int i = 0; i < hd; i += 8) {
+        const __m256 kv = _mm256_loadu_ps(kr + i);
+        for (int t = 0; t < TP; ++t) acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
+      }
+      for (int t = 0; t < TP && p0 + t < P; ++t) S[(size_t)(p0 + t) * nU + u] = hsum8(acc[t]);
+    }
+  }
+  for (int p = 0; p < P; ++p) {  // softmax over the row's own keys, in order; 0 for the others
+    float* sp = S + (size_t)p * nU;
+    const uint8_t* vr = vis + (size_t)(p / G) * nU;
+    const bool full = std::find(vr, vr + nU, 0) == vr + nU;  // the usual row: it sees them all
+    float* x = full ? sp : e;
+    int n = full ? nU : 0;
+    if (!full)
+      for (int u = 0; u < nU; ++u)
+        if (vr[u]) e[n++] = sp[u];
+    const float sum = softmax_inplace(x, n, scale);
+    sums[p] = n ? sum : 0.f;
+    if (!full)
+      for (int u = 0, k = 0; u < nU; ++u) sp[u] = vr[u] ? e[k++] : 0.f;
+  }
+  // Values: a key a row does not see has weight exactly 0 in S, and fma(0, v, acc) is acc (v is
+  // finite, acc never -0), so the sums run branch-free over all of U and equal the sums over
+  // each row's own keys.
+  constexpr int TV = 4, VD = 4;  // 16 accumulators: 4 pairs x 32 values of the head
+  for (int p0 = 0; p0 < P; p0 += TV) {
+    const int np = std::min(TV, P - p0);
+    const float* sp[TV];
+    for (int t = 0; t < TV; ++t) sp[t] = S + (size_t)std::min(p0 + t, P - 1) * nU;
+    for (int d = 0; d < hd; d += 8 * VD) {
+      const int nvd = std::min(VD, (hd - d) / 8);
+      __m256 acc[TV][VD];
+      for (int t = 0; t < TV; ++t)
+        for (int c = 0; c < VD; ++c) acc[t][c] = _mm256_setzero_ps();
+      for (int u = 0; u < nU; ++u) {
+        const float* vrow = V + (size_t)U[u] * hd + d;
+        __m256 v[VD];
+        for (int c = 0; c < VD; ++c) v[c] = c < nvd ? _mm256_loadu_ps(vrow + 8 * c) : _mm256_setzero_ps();
+        for (int t = 0; t < TV; ++t) {
+          const __m256 pk = _mm256_set1_ps(sp[t][u]);
+          for (int c = 0; c < VD; ++c) acc[t][c] = _mm256_fmadd_ps(pk, v[c], acc[t][c]);
+        }
+      }
+      for (int t = 0; t < np; ++t) {
+        const int p = p0 + t;
+        float* dst = out + off(p) + d;
+        if (sums[p] == 0.f) {  // a row that sees no key
+          std::fill(dst, dst + 8 * nvd, 0.f);
+          continue;
+        }
+        const __m256 inv = _mm256_set1_ps(1.f / sums[p]);
+        for (int c = 0; c < nvd; ++c) _mm256_storeu_ps(dst + 8 * c, _mm256_mul_ps(acc[t][c], inv));
+      }
     }
   }
 }
@@ -717,12 +870,15 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
       return (int)keys.size();
     };
     if (K.size() < (size_t)N * hd) K.resize((size_t)N * hd), V.resize((size_t)N * hd);
+    thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
+    U.clear();
     for (int j = 0; j < N; ++j) {  // K[j], V[j]: the key at order position j, if a row sees it
       const int key = ord[j];
       if (j + 6 < N) prefetch(ord[j + 6]);
       bool seen = false;
       for (int c = c0; c < c1 && !seen; ++c) seen = msk[(size_t)c * N + key];
       if (!seen) continue;
+      U.push_back(j);
       if (key < S) {
         load_key<T>(kbase, ksb, key, off, hd, kv_dim, &K[(size_t)j * hd]);
         load_key<T>(vbase, vsb, key, off, hd, kv_dim, &V[(size_t)j * hd]);
@@ -731,6 +887,20 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         std::memcpy(&V[(size_t)j * hd], v_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
       }
     }
+#if defined(__AVX2__)
+    if (hd % 8 == 0 && hd <= 256) {
+      const int R = c1 - c0, nU = (int)U.size(), P = R * G;
+      thread_local std::vector<uint8_t> vis;
+      thread_local std::vector<float> S, e, sums;
+      vis.resize((size_t)R * nU), S.resize((size_t)P * nU), sums.resize(P);
+      if (e.size() < (size_t)nU) e.resize(nU);
+      for (int r = 0; r < R; ++r)
+        for (int u = 0; u < nU; ++u) vis[(size_t)r * nU + u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
+      attend_rows(K.data(), V.data(), U.data(), nU, vis.data(), R, G, hd, sink, ord, qw.typed_data(), qs.typed_data(),
+                  H, g * G, c0, scale, S.data(), e.data(), sums.data(), o);
+      return;
+    }
+#endif
     for (int c = c0; c < c1; ++c) {
       const int n = visible(c);
       for (int h = g * G; h < (g + 1) * G; ++h) {
@@ -739,13 +909,6 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         if (n == 0) continue;
         const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
         const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
-#if defined(__AVX2__)
-        if (hd % 8 == 0 && hd <= 256) {
-          attend_head(ScratchSrc{K.data(), V.data(), hd}, keys.data(), n, sink, ord, q_win, q_snk, scale, hd,
-                      sc.data(), dst);
-          continue;
-        }
-#endif
         for (int k = 0; k < n; ++k) {
           const int j = keys[k];
           sc[k] = dot(sink[ord[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
