@@ -82,10 +82,11 @@ class SettingsPanel(QWidget):
         self.deviceCombo = _named(QComboBox(), "deviceCombo", "Device")
         self.deviceCombo.addItem("CPU", "cpu")
         self.deviceCombo.setToolTip("GPU appears when JAX sees one; a change takes effect on the next model load")
-        model_row = QHBoxLayout()
-        model_row.addWidget(self.modelEdit, 1)
-        model_row.addWidget(self.browseButton)
-        model_row.addWidget(self.libraryButton)
+        # the file's name on a line of its own (beside two buttons it showed "default:…")
+        model_buttons = QHBoxLayout()
+        model_buttons.addWidget(self.browseButton)
+        model_buttons.addWidget(self.libraryButton)
+        model_buttons.addStretch(1)
 
         # -- memory --
         self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")
@@ -136,7 +137,8 @@ class SettingsPanel(QWidget):
 
         model_box = QGroupBox("Model")
         f = QFormLayout(model_box)
-        f.addRow("File", model_row)
+        f.addRow("File", self.modelEdit)
+        f.addRow("", model_buttons)
         f.addRow("Device", self.deviceCombo)
         mem_box = QGroupBox("Memory (KV cache)")
         f = QFormLayout(mem_box)
