@@ -25,15 +25,15 @@ from .model_sources import Found, jan_models, ollama_models, source_dirs
 
 # What the process holds besides the weights and the KV cache, measured (RSS after loading,
 # compiling and one short reply, minus weights and cache; tests/engine/test_library.py checks
-# the total within 5% on the default model, 10% on a tiny test model): ~235 MB of JAX, XLA and
+# the total within 5% on the default model, 10% on a tiny test model): ~245 MB of JAX, XLA and
 # Python, plus ~0.8 KB per vocabulary token (the tokenizer's tables), plus ~95 MB for the window
-# (Qt) in the app. Of the 235 MB, 130-146 MB are shared-library pages (jaxlib's code) whose
-# residency depends on the OS page cache: the main reason one start differs from another by a
-# few percent. Measured with glibc's mmap threshold fixed (engine/sysmem.py): 237.6 MB for a
-# tiny model against 235.9 predicted, 377.5 MB for the default one against 382.9 (they were
-# 13-20 MB higher before, with the base at 250 MB). That is a start whose compiled steps come
-# from the compile cache: the first start of a model's shape compiles and holds ~30 MB more.
-RUNTIME_BASE = 235_000_000
+# (Qt) in the app. Of the 245 MB, 130-150 MB are shared-library pages (jaxlib's code) whose
+# residency depends on the OS page cache: the main reason one start differs from another (a
+# tiny model measured 237.6 MB in a long-used environment and 260.5 MB in a fresh clone's new
+# virtual environment, against 245.9 predicted; the default model 377.5 MB against 392.9).
+# Those are starts whose compiled steps come from the compile cache: the first start of a
+# model's shape compiles and holds ~30 MB more.
+RUNTIME_BASE = 245_000_000
 RUNTIME_PER_TOKEN = 800
 WINDOW_RUNTIME = 95_000_000
 TIGHT = 0.85  # above this share of the available memory the verdict is "tight"

@@ -118,9 +118,12 @@ print(*rss)
 def test_applying_settings_to_the_real_model_gives_memory_back(default_model_path):
     """Issue 11/13: 13 Applies cycling KV types and windows on the default model stay within 10 MB
     of the first (+46 MB before glibc's mmap threshold was fixed: freed executables' and
-    buffers' memory stayed in a fragmented heap)."""
-    r = subprocess.run([sys.executable, "-c", REAL_APPLY_PROBE.format(path=str(default_model_path))], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
+    buffers' memory stayed in a fragmented heap). The first process fills the compile cache, the
+    second is measured: compiling a kind of step for the first time holds ~20 MB more for good
+    (+19 to +24 MB over 13 Applies with a cold cache), a one-time cost, not growth."""
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", REAL_APPLY_PROBE.format(path=str(default_model_path))], cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
     rss = [int(x) for x in r.stdout.split()]
     assert max(rss) - rss[0] <= 10e6 and rss[-1] - rss[0] <= 10e6, [round((x - rss[0]) / 1e6, 1) for x in rss]
