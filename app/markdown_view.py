@@ -132,9 +132,12 @@ class MarkdownView(QTextBrowser):
     def set_markdown(self, text: str) -> None:
         if text == self._markdown and not self.document().isEmpty():
             return
+        # the same block growing (a reply streaming) keeps where the user scrolled it; another
+        # block in this view (a message re-cut) starts at the left
+        same_block = bool(self._markdown) and text.split("\n", 1)[0] == self._markdown.split("\n", 1)[0]
         self._markdown = text
         bar = self.horizontalScrollBar()
-        scrolled = bar.value()
+        scrolled = bar.value() if same_block else 0
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
         self._rendered_link = _theme_link()
         self._shade_code_blocks()
@@ -194,11 +197,12 @@ class MarkdownView(QTextBrowser):
         self._apply_palette()
 
     def _retheme(self) -> None:
-        self._retheme_pending = False
-        self._apply_palette()
-        if self._markdown:
+        if self._markdown:  # first: the palette change below then finds the link colour current
             self._markdown, text = "", self._markdown
             self.set_markdown(text)
+        self._rendered_link = _theme_link()
+        self._apply_palette()
+        self._retheme_pending = False
 
     def _apply_palette(self) -> None:
         base = self.parentWidget().palette() if self.parentWidget() else self.palette()
@@ -300,27 +304,38 @@ def chunk_sources(text: str, bounds: list[int]) -> list[str]:
     return out
 
 
+_OPENING_FENCE = re.compile(r"^(`{3,}|~{3,})([^`]*)$")  # at the line's start: not in a list item
+
+
 def code_cuts(text: str, start: int = 0) -> list[int]:
     """Cut points in text[start:] that give each fenced code block a view of its own: where its
-    opening fence line starts and just after its closing fence line (once that line is whole,
-    so a cut never moves as a reply streams in)."""
-    cuts = []
-    fences = [f for f in _fence_starts(text)]
-    for i, f in enumerate(fences):
-        if i % 2 == 0:
-            cut = f
+    opening fence line starts and just after its closing fence line, once that line is whole (so
+    a cut never moves as a reply streams in). Only fences at the start of a line are cut out,
+    closed by a fence of the same character and at least the same length (CommonMark's rule): a
+    fence inside a list item, or ```` around ``` , stays in the text around it."""
+    cuts: list[int] = []
+    pos, fence, opened = 0, "", 0
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        if not fence:
+            m = _OPENING_FENCE.match(body)
+            if m:
+                fence, opened = m.group(1), pos
         else:
-            end = text.find("\n", f)
-            if end < 0:
-                continue  # the closing line is still arriving
-            cut = end + 1
-        if start < cut < len(text):
-            cuts.append(cut)
-    return cuts
+            closing = body.strip()
+            if (line.endswith("\n") and len(body) - len(body.lstrip(" ")) <= 3 and closing
+                    and set(closing) == {fence[0]} and len(closing) >= len(fence)):
+                cuts += [opened, pos + len(line)]
+                fence = ""
+        pos += len(line)
+    if fence:  # a block still streaming in: its opening is already final
+        cuts.append(opened)
+    return [c for c in cuts if start < c < len(text)]
 
 
 def _is_code(src: str) -> bool:
-    return bool(_FENCE_LINE.match(src))
+    first = src.split("\n", 1)[0]
+    return bool(_OPENING_FENCE.match(first.rstrip("\r")))
 
 
 THINKING_LINK = "pinwheel:thinking"

@@ -442,8 +442,14 @@ class ChatSession:
             last = i == len(self.messages) - 1
             text = full if last else self.template.render(msgs[: offset + i + 1], add_generation_prompt=False)
             end = max(prev, common_prefix(full, text))
-            ids = self._encode(full[prev:end], first=not chunks)
-            chunks.append(Chunk(i, array("i", ids)))
+            opening = self._turn_markers()[1] if last and add_generation_prompt else ""
+            if opening and full.endswith(opening) and len(full) - len(opening) >= prev:
+                # the generation prompt is the reply's to come, as when the turn was prefilled
+                ids = self._encode(full[prev:len(full) - len(opening)], first=not chunks)
+                tail = self._encode(opening, first=not chunks and not ids)
+                chunks.append(Chunk(i, array("i", ids + tail), tail=len(tail)))
+            else:
+                chunks.append(Chunk(i, array("i", self._encode(full[prev:end], first=not chunks))))
             prev = end
         self._chunks, self._rendered, self._pending = chunks, full, []
 

@@ -728,9 +728,9 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
     if (!full)
       for (int u = 0, k = 0; u < nU; ++u) sp[u] = vr[u] ? e[k++] : 0.f;
   }
-  // Values: a key a row does not see has weight exactly 0 in S, and fma(0, v, acc) is acc (v is
-  // finite, acc never -0), so the sums run branch-free over all of U and equal the sums over
-  // each row's own keys.
+  // Values: a key a row does not see has weight exactly 0 in S, and fma(0, v, acc) is acc for a
+  // finite v, so the sums run branch-free over all of U and equal the sums over each row's own
+  // keys (but for the sign of an all-zero sum: an underflowed -0 accumulator becomes +0).
   constexpr int TV = 4, VD = 4;  // 16 accumulators: 4 pairs x 32 values of the head
   for (int p0 = 0; p0 < P; p0 += TV) {
     const int np = std::min(TV, P - p0);

@@ -947,6 +947,24 @@ def test_advanced_sampling_is_folded_away_until_asked_for(win, qtbot):
     assert not panel.topKSpin.isVisibleTo(panel)
 
 
+def test_only_real_fenced_blocks_get_a_code_view(qapp):
+    """A code view per block, by CommonMark's fence rule: a fence at a line's start, closed by
+    the same character at least as long; ```` around ``` and ~~~ around ``` stay one block, and
+    a fence inside a list item stays in its text."""
+    from app.markdown_view import MarkdownStack
+
+    def views(text):
+        st = MarkdownStack()
+        st.set_markdown(text)
+        return [(v.is_code(), v.toPlainText().strip()) for v in st.views]
+
+    assert views("````md\n```py\nx = 1\n```\n````\nafter") == [(True, "```py\nx = 1\n```"), (False, "after")]
+    assert views("~~~\n```\nx\n```\n~~~\n") == [(True, "```\nx\n```")]
+    listed = views("- ```sh\n  make\n  ```\n- then run it\n\nMore text")
+    assert len(listed) == 1 and not listed[0][0] and "More text" in listed[0][1]
+    assert views("Hi\n\n```python\nx = 1\n") == [(False, "Hi"), (True, "x = 1")]  # still streaming
+
+
 def test_code_blocks_show_their_language_and_copy_just_their_code(win, qtbot):
     from app.chat_view import ChatMessage
 

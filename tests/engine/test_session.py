@@ -191,3 +191,15 @@ def test_a_message_counts_the_same_tokens_before_and_after_a_pin(tiny):
     # (the last reply, not yet closed in the cache, gains its closing markers when re-encoded)
     assert {i: n for i, n in after.items() if i < 3} == {i: n for i, n in before.items() if i < 3}
     assert sum(m.tokens for m in s.stats().messages if m.pinned) == before[2]
+
+
+def test_a_message_counts_the_same_tokens_after_a_re_encoding_for_a_new_reply(tiny):
+    """Regenerate re-encodes the conversation with the generation prompt at its end: that
+    opening is the coming reply's there too, so the last user message keeps its size."""
+    s = ChatSession(tiny, plan_memory(tiny.config, window=200), sampling=LONG.with_(max_tokens=8))
+    run(s.stream("remember the word pineapple, please"))
+    run(s.stream("and now something else"))
+    before = {m.index: m.tokens for m in s.stats().messages}
+    run(s.regenerate())
+    after = {m.index: m.tokens for m in s.stats().messages}
+    assert {i: after[i] for i in (0, 1, 2)} == {i: before[i] for i in (0, 1, 2)}
