@@ -173,3 +173,16 @@ def assert_logprobs_close(got, want, atol: float = 2e-4, max_flip_frac: float = 
     off = diff > atol
     assert off.mean() <= max_flip_frac, f"{off.sum()} of {diff.size} positions differ by more than {atol}"
     assert diff.max() < flip_atol, f"max |difference| {diff.max():.4f} at position {int(diff.argmax())}"
+
+
+def max_diff_per_case(model: Model, ids, cases) -> dict[str, float]:
+    """Max |engine - reference| log-prob over `ids` for each (sinks, window) case (f32 cache,
+    chunks of 16), keyed "sinks,window"."""
+    from engine import plan_memory, score
+
+    out = {}
+    for sinks, window in cases:
+        plan = plan_memory(model.config, "f32", window=window, sinks=sinks)
+        ours = score(model, ids, plan, chunk=16)
+        out[f"{sinks},{window}"] = float(np.abs(ours - reference_logprobs(model, ids, sinks, window)).max())
+    return out

@@ -103,16 +103,13 @@ def test_gemma3_local_layers_buy_a_longer_window():
 
 def dense_reference_max_diff(paths: dict) -> dict:
     """Max |ours - reference| per family and (sinks, window) case, in this process's path."""
-    from tests.engine.reference import reference_logprobs
+    from tests.engine.reference import max_diff_per_case
 
     out = {}
     for family, path in paths.items():
         model = load_model(path)
         ids = np.random.default_rng(0).integers(3, model.config.vocab_size, 70)
-        for sinks, window in CASES:
-            plan = plan_memory(model.config, "f32", window=window, sinks=sinks)
-            ours = score(model, ids, plan, chunk=16)
-            out[f"{family}:{sinks},{window}"] = float(np.abs(ours - reference_logprobs(model, ids, sinks, window)).max())
+        out.update({f"{family}:{case}": d for case, d in max_diff_per_case(model, ids, CASES).items()})
     return out
 
 

@@ -21,7 +21,7 @@ from engine import forward, kernels, load_model, plan_memory, rope, score
 from engine.decoder import Decoder
 from engine.kv_cache import Ring, allocate
 from engine.scoring import log_softmax
-from tests.engine.reference import assert_logprobs_close, reference_logprobs
+from tests.engine.reference import assert_logprobs_close, max_diff_per_case
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kernel: {kernels.status()}")
@@ -42,13 +42,7 @@ CASES = [(4, 24), (0, 16), (2, 40), (0, 200)]
 def dense_reference_max_diff(path: str) -> dict:
     """Max |ours - reference| per (sinks, window) case, in this process's path."""
     model = load_model(path)
-    ids = ids_for(model, 90)
-    out = {}
-    for sinks, window in CASES:
-        plan = plan_memory(model.config, "f32", window=window, sinks=sinks)
-        ours = score(model, ids, plan, chunk=16)
-        out[f"{sinks},{window}"] = float(np.abs(ours - reference_logprobs(model, ids, sinks, window)).max())
-    return out
+    return max_diff_per_case(model, ids_for(model, 90), CASES)
 
 
 def test_matches_dense_reference_with_explicit_mask(tiny_bpe_gguf):
