@@ -67,6 +67,7 @@ class ChatSession:
         self._chunks: list[Chunk] = []
         self._pending: list[int] = []  # last sampled token of a reply, fed with the next turn
         self._rendered = ""  # the text whose tokens are in the stream
+        self._markers, self._markers_for = ("", ""), None  # _turn_markers(), for this template
         self._recent: deque[int] = deque(maxlen=256)
         self._cancel = threading.Event()
         self._dirty = False  # the cache no longer matches the chunks: re-encode before use
@@ -102,7 +103,7 @@ class ChatSession:
     def _turn_markers(self) -> tuple[str, str]:
         """The template's closing of a reply and its generation prompt (the opening of the next),
         found once by rendering a one-word exchange; ("", "") where a template hides them."""
-        if getattr(self, "_markers_for", None) is not self.template:
+        if self._markers_for is not self.template:
             closing = opening = ""
             try:
                 user = [{"role": "user", "content": "\x01"}]
@@ -442,12 +443,10 @@ class ChatSession:
             last = i == len(self.messages) - 1
             text = full if last else self.template.render(msgs[: offset + i + 1], add_generation_prompt=False)
             end = max(prev, common_prefix(full, text))
-            opening = self._turn_markers()[1] if last and add_generation_prompt else ""
-            if opening and full.endswith(opening) and len(full) - len(opening) >= prev:
+            if last and add_generation_prompt:
                 # the generation prompt is the reply's to come, as when the turn was prefilled
-                ids = self._encode(full[prev:len(full) - len(opening)], first=not chunks)
-                tail = self._encode(opening, first=not chunks and not ids)
-                chunks.append(Chunk(i, array("i", ids + tail), tail=len(tail)))
+                ids, lead, tail = self._encode_turn(full[prev:end], first=not chunks)
+                chunks.append(Chunk(i, array("i", ids), lead=lead, tail=tail))
             else:
                 chunks.append(Chunk(i, array("i", self._encode(full[prev:end], first=not chunks))))
             prev = end
