@@ -367,12 +367,6 @@ class ChatView(QScrollArea):
     def messages(self) -> list[ChatMessage]:
         return self._earlier + [w.message for w in self.widgets]
 
-    def widget_for(self, index: int) -> "MessageWidget":
-        """The widget of message `index`, building the older ones first if need be."""
-        if index < self.offset:
-            self.show_earlier(self.offset - index)
-        return self.widgets[index - self.offset]
-
     def set_messages(self, messages: list[ChatMessage]) -> None:
         self.flush()
         self._stream = None

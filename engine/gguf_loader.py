@@ -533,10 +533,6 @@ class Model:
         return f.get("rope_factors_long.weight" if n_ctx > orig else "rope_factors_short.weight")
 
     @property
-    def rope_freq_factors(self) -> np.ndarray | None:
-        return self.freq_factors(0)
-
-    @property
     def weight_bytes(self) -> int:
         return params_nbytes(self.params)
 
