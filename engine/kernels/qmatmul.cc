@@ -466,21 +466,10 @@ inline float softmax_inplace(float* x, int n, float scale) {
 
 #if defined(__AVX2__)
 // Where one KV head's keys and values come from, 8 values at a time (elements [i, i + 8) of the
-// key at order position j). Both sources give the same f32 values by the same arithmetic (an
-// int8 value times its group's scale, bf16 bits shifted up), so a row's result does not depend
-// on which one served it. Scratch: the dequantized copy a block of rows shares.
-struct ScratchSrc {
-  const float *K, *V;
-  int hd;
-  using Row = const float*;
-  Row krow(int j) const { return K + (size_t)j * hd; }
-  Row vrow(int j) const { return V + (size_t)j * hd; }
-  __m256 at(Row r, int i) const { return _mm256_loadu_ps(r + i); }
-  void prefetch(int) const {}
-};
-
-// Direct: the cache itself (and the chunk's own rows, f32), converted in registers; for a lone
-// row (a decode step), where a shared copy would be written and read once for nothing.
+// key at order position j): the cache itself (and the chunk's own rows, f32), converted in
+// registers, for a lone row (a decode step), where a shared copy would be written and read once
+// for nothing. The values are load_key's, by the same arithmetic (an int8 value times its
+// group's scale, bf16 bits shifted up), so a row's result does not depend on the path.
 template <KV T>
 struct CacheSrc {
   const char *kbase, *vbase;
