@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
+from dataclasses import dataclass, replace
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
 from PySide6.QtCore import QByteArray, QEvent, QPoint, QSize, Qt, QTimer, QUrl, Signal
@@ -304,38 +305,66 @@ def chunk_sources(text: str, bounds: list[int]) -> list[str]:
     return out
 
 
-_OPENING_FENCE = re.compile(r"^(`{3,}|~{3,})([^`]*)$")  # at the line's start: not in a list item
+@dataclass(frozen=True)
+class Fenced:
+    """One fenced code block of a text, by CommonMark's rule: an opening line of 3+ backticks or
+    tildes indented at most 3 spaces (a backtick fence's info has no backtick), closed by a line
+    of the same character at least as long, indented at most 3 spaces."""
+
+    start: int  # offset of the opening line
+    first: int  # index of the opening line
+    indent: int
+    info: str  # what follows the opening fence ("python", ...)
+    last: int | None = None  # index of the closing line; None: still open (streaming)
+    end: int | None = None  # offset just past the closing line (and its line break)
+    complete: bool = False  # the closing line has its line break (it cannot grow any more)
+
+
+_OPENING = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+
+
+def fenced_blocks(text: str) -> list[Fenced]:
+    blocks: list[Fenced] = []
+    pos, fence, cur = 0, "", None
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        body = line.rstrip("\r")
+        if cur is None:
+            m = _OPENING.match(body)
+            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
+                fence = m.group(2)
+                cur = Fenced(pos, i, len(m.group(1)), m.group(3).strip())
+        else:
+            closing = body.strip()
+            if (len(body) - len(body.lstrip(" ")) <= 3 and closing and set(closing) == {fence[0]}
+                    and len(closing) >= len(fence)):
+                has_break = i < len(lines) - 1
+                blocks.append(replace(cur, last=i, end=pos + len(line) + has_break, complete=has_break))
+                cur = None
+        pos += len(line) + 1
+    if cur is not None:
+        blocks.append(cur)
+    return blocks
 
 
 def code_cuts(text: str, start: int = 0) -> list[int]:
     """Cut points in text[start:] that give each fenced code block a view of its own: where its
-    opening fence line starts and just after its closing fence line, once that line is whole (so
-    a cut never moves as a reply streams in). Only fences at the start of a line are cut out,
-    closed by a fence of the same character and at least the same length (CommonMark's rule): a
-    fence inside a list item, or ```` around ``` , stays in the text around it."""
+    opening line starts and just after its closing line, once that line is whole (so a cut never
+    moves as a reply streams in). Only blocks at the start of a line are cut out: one inside a
+    list item stays in the text around it."""
     cuts: list[int] = []
-    pos, fence, opened = 0, "", 0
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        if not fence:
-            m = _OPENING_FENCE.match(body)
-            if m:
-                fence, opened = m.group(1), pos
-        else:
-            closing = body.strip()
-            if (line.endswith("\n") and len(body) - len(body.lstrip(" ")) <= 3 and closing
-                    and set(closing) == {fence[0]} and len(closing) >= len(fence)):
-                cuts += [opened, pos + len(line)]
-                fence = ""
-        pos += len(line)
-    if fence:  # a block still streaming in: its opening is already final
-        cuts.append(opened)
+    for b in fenced_blocks(text):
+        if b.indent:
+            continue
+        cuts.append(b.start)
+        if b.complete:
+            cuts.append(b.end)
     return [c for c in cuts if start < c < len(text)]
 
 
 def _is_code(src: str) -> bool:
-    first = src.split("\n", 1)[0]
-    return bool(_OPENING_FENCE.match(first.rstrip("\r")))
+    blocks = fenced_blocks(src.split("\n", 1)[0])
+    return bool(blocks) and blocks[0].indent == 0
 
 
 THINKING_LINK = "pinwheel:thinking"
@@ -343,31 +372,23 @@ COPY_CODE_LINK = "pinwheel:copy-code/"  # + the block's number in the message
 
 
 def label_code_blocks(text: str) -> tuple[str, list[str]]:
-    """Each fenced code block gets a line above it with its language and a Copy link; returns
-    the new text and the blocks' code (what Copy puts on the clipboard), in order. An open
-    fence (a block still streaming) is labelled too."""
+    """Each fenced code block (fenced_blocks) gets a line above it, at its indentation, with its
+    language and a Copy link; returns the new text and the blocks' code (what Copy puts on the
+    clipboard), in order. An open fence (a block still streaming) is labelled too."""
     lines = text.split("\n")
+    blocks = fenced_blocks(text)
+    labels = {b.first: f"{' ' * b.indent}*{b.info.split()[0] if b.info else 'code'}* · [Copy]({COPY_CODE_LINK}{n})"
+              for n, b in enumerate(blocks)}
     out: list[str] = []
-    blocks: list[str] = []
-    current: list[str] | None = None
-    fence = ""
-    for line in lines:
-        m = _FENCE_LINE.match(line)
-        if current is None and m:
-            fence = m.group(1)
-            lang = line.strip()[3:].strip().split()[0] if line.strip()[3:].strip() else "code"
-            out.append(f"*{lang}* · [Copy]({COPY_CODE_LINK}{len(blocks)})")
-            current = []
-            blocks.append("")
-        elif current is not None and line.strip().startswith(fence) and line.strip() == fence:
-            blocks[-1] = "\n".join(current)
-            current = None
-        elif current is not None:
-            current.append(line)
-            blocks[-1] = "\n".join(current)
+    for i, line in enumerate(lines):
+        if i in labels:
+            out.append(labels[i])
         out.append(line)
-    return "\n".join(out), blocks
+    def body(b: Fenced) -> str:  # its lines, less the fence's own indentation (CommonMark's rule)
+        rows = lines[b.first + 1: len(lines) if b.last is None else b.last]
+        return "\n".join(r[min(b.indent, len(r) - len(r.lstrip(" "))):] for r in rows)
 
+    return "\n".join(out), [body(b) for b in blocks]
 
 
 def fold_thinking(text: str, expanded: bool = False) -> str:

@@ -951,7 +951,7 @@ def test_only_real_fenced_blocks_get_a_code_view(qapp):
     """A code view per block, by CommonMark's fence rule: a fence at a line's start, closed by
     the same character at least as long; ```` around ``` and ~~~ around ``` stay one block, and
     a fence inside a list item stays in its text."""
-    from app.markdown_view import MarkdownStack
+    from app.markdown_view import MarkdownStack, label_code_blocks
 
     def views(text):
         st = MarkdownStack()
@@ -963,6 +963,10 @@ def test_only_real_fenced_blocks_get_a_code_view(qapp):
     listed = views("- ```sh\n  make\n  ```\n- then run it\n\nMore text")
     assert len(listed) == 1 and not listed[0][0] and "More text" in listed[0][1]
     assert views("Hi\n\n```python\nx = 1\n") == [(False, "Hi"), (True, "x = 1")]  # still streaming
+    # the labels follow the same rule: one per block, inside its list item, Copy without the indent
+    text, code = label_code_blocks("1. Build:\n   ```sh\n   make all\n   ```\n````md\n```py\nx = 1\n```\n````\n")
+    assert code == ["make all", "```py\nx = 1\n```"]
+    assert "\n   *sh* · [Copy](pinwheel:copy-code/0)\n   ```sh" in text and text.count("[Copy]") == 2
 
 
 def test_code_blocks_show_their_language_and_copy_just_their_code(win, qtbot):
