@@ -17,12 +17,17 @@
 // instead of materialising the layer's slice for the call.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <thread>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -201,8 +206,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 
 // Runs fn(chunk) for every chunk in [0, n): the calling thread and up to (pool size - 1)
 // helpers claim chunks from one counter. A helper that starts late finds nothing left and
-// returns, so the caller never waits on a task that has not begun (no deadlock when the pool
-// is busy), and it only waits for chunks already being computed.
+// returns, so the caller never waits on a task that has not begun (no deadlock when the helpers
+// are busy or gone), and it only waits for chunks already being computed.
 struct Job {
   std::atomic<int> next{0};
   std::atomic<int> done{0};
@@ -216,13 +221,86 @@ struct Job {
   }
 };
 
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
 int thread_cap() {
-  static const int cap = [] {
-    const char* v = std::getenv("PINWHEEL_KERNEL_THREADS");
-    return v ? std::max(1, std::atoi(v)) : 1 << 20;
-  }();
+  static const int cap = std::max(1, env_int("PINWHEEL_KERNEL_THREADS", 1 << 20));
   return cap;
 }
+
+// Helper threads of our own, which spin for a while after each job before they sleep. XLA's
+// pool wakes a sleeping worker in ~18 us on the 2-core machine (measured from the call to the
+// helper's first chunk), while a decode step at the SmolLM2-360M shape is 160 products of
+// 30-140 us each: the second core joined each one late, and two threads ran the step only 1.3x
+// faster than one. In a step the next call comes a few microseconds after the last, so a
+// spinning helper is there at once; it sleeps once the step is over (PINWHEEL_KERNEL_SPIN_US,
+// default 300), yielding its core to any other runnable thread while it spins.
+class Helpers {
+ public:
+  static Helpers& get() {
+    // Never destroyed: detached threads use it until exit. A forked child has none of the
+    // helpers (and maybe a lock held by one): it starts afresh.
+    static std::once_flag once;
+    std::call_once(once, [] {
+      instance_ = new Helpers;
+      pthread_atfork(nullptr, nullptr, [] { instance_ = new Helpers; });
+    });
+    return *instance_;
+  }
+  // Hands the job to n helpers (started on first use); any that is busy simply joins late.
+  void post(const std::shared_ptr<Job>& job, int n) {
+    std::lock_guard<std::mutex> lk(m_);
+    for (; started_ < n; ++started_) std::thread([this] { loop(); }).detach();
+    job_ = job;
+    gen_.fetch_add(1, std::memory_order_release);
+    if (sleeping_) cv_.notify_all();
+  }
+
+ private:
+  void loop() {
+    const auto spin = std::chrono::microseconds(std::max(0, env_int("PINWHEEL_KERNEL_SPIN_US", 300)));
+    uint64_t seen = gen_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; gen_.load(std::memory_order_acquire) == seen; ++i) {
+        if (i % 64 != 63) {
+#if defined(__AVX2__)
+          _mm_pause();
+#endif
+          continue;
+        }
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        if (waited < spin / 50) continue;
+        if (waited < spin) {
+          std::this_thread::yield();
+          continue;
+        }
+        std::unique_lock<std::mutex> lk(m_);
+        ++sleeping_;
+        cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+        --sleeping_;
+        break;
+      }
+      std::shared_ptr<Job> job;
+      {
+        std::lock_guard<std::mutex> lk(m_);
+        seen = gen_.load(std::memory_order_acquire);
+        job = job_;
+      }
+      if (job) job->work();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> gen_{0};
+  std::shared_ptr<Job> job_;  // the latest job (guarded by m_)
+  int started_ = 0, sleeping_ = 0;
+  static inline Helpers* instance_ = nullptr;
+};
 
 void parallel_for(ffi::ThreadPool& pool, int n, std::function<void(int)> fn) {
   const int helpers = std::min<int64_t>(std::min<int64_t>(pool.num_threads(), thread_cap()), n) - 1;
@@ -233,7 +311,7 @@ void parallel_for(ffi::ThreadPool& pool, int n, std::function<void(int)> fn) {
   auto job = std::make_shared<Job>();
   job->n = n;
   job->fn = std::move(fn);
-  for (int t = 0; t < helpers; ++t) pool.Schedule([job] { job->work(); });
+  Helpers::get().post(job, helpers);
   job->work();
   while (job->done.load(std::memory_order_acquire) < n) {
 #if defined(__AVX2__)
@@ -753,6 +831,71 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
   }
 }
 
+// A decode step over a run of nh adjacent KV heads (G query heads each), keys in the outer loop.
+// attend_group walks one head's keys at a time, and a head's values are 64-256 bytes of a
+// kv_dim-wide row: with long rows (SmolLM2-1.7B: 32 KV heads, 2 KB a row) those reads stride
+// through DRAM, which serves them at a fraction of its speed (an in-step decode attention took
+// 142 us a layer). Here each key's run of heads is one contiguous read, in stream order, and the
+// value sums live in memory (acc: nh * G * hd floats). Per head and key the arithmetic is
+// attend_head's exactly (the same fma chain over the head and hsum8, the softmax, each value
+// lane's fma in key order), so a row's result does not depend on which path computed it.
+template <int G, class Src>
+void attend_run(const Src& src, int nh, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
+                const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* acc, float* dst) {
+  const int P = nh * G;  // query heads of the run, head p = e * G + h at q + p * hd
+  constexpr int AHEAD = 8;
+  for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch(keys[u]);
+  for (int j = 0; j < n; ++j) {
+    if (j + AHEAD < n) src.prefetch(keys[j + AHEAD]);
+    const typename Src::Row r = src.krow(keys[j]);
+    const float* q = sink[ord[keys[j]]] ? q_snk : q_win;
+    for (int e = 0; e < nh; ++e) {
+      __m256 a[G];
+      for (int h = 0; h < G; ++h) a[h] = _mm256_setzero_ps();
+      for (int i = 0; i < hd; i += 8) {
+        const __m256 kv = src.at(r, e * hd + i);
+        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)(e * G + h) * hd + i), kv, a[h]);
+      }
+      for (int h = 0; h < G; ++h) sc[(size_t)(e * G + h) * N + j] = hsum8(a[h]);
+    }
+  }
+  thread_local std::vector<float> inv;
+  inv.resize(P);
+  for (int p = 0; p < P; ++p) inv[p] = 1.f / softmax_inplace(sc + (size_t)p * N, n, scale);
+  std::fill(acc, acc + (size_t)P * hd, 0.f);
+  for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch(keys[u]);
+  for (int j = 0; j < n; ++j) {
+    if (j + AHEAD < n) src.prefetch(keys[j + AHEAD]);
+    const typename Src::Row r = src.vrow(keys[j]);
+    for (int e = 0; e < nh; ++e)
+      for (int i = 0; i < hd; i += 8) {
+        const __m256 v = src.at(r, e * hd + i);
+        for (int h = 0; h < G; ++h) {
+          float* a = acc + (size_t)(e * G + h) * hd + i;
+          _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)(e * G + h) * N + j]), v, _mm256_loadu_ps(a)));
+        }
+      }
+  }
+  for (int p = 0; p < P; ++p) {
+    const __m256 iv = _mm256_set1_ps(inv[p]);
+    for (int i = 0; i < hd; i += 8)
+      _mm256_storeu_ps(dst + (size_t)p * hd + i, _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)p * hd + i), iv));
+  }
+}
+
+// attend_run for the group sizes attend_group_any compiles (the caller checks G is one).
+template <class Src>
+void attend_run_any(int G, const Src& src, int nh, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
+                    const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* acc, float* dst) {
+  switch (G) {
+#define PW_RUN(g) \
+  case g: attend_run<g>(src, nh, keys, n, N, sink, ord, q_win, q_snk, scale, hd, sc, acc, dst); return;
+    PW_RUN(1) PW_RUN(2) PW_RUN(3) PW_RUN(4) PW_RUN(6) PW_RUN(8)
+#undef PW_RUN
+    default: return;
+  }
+}
+
 // attend_group for a G known at compile time (the common group sizes); false for any other.
 template <class Src>
 bool attend_group_any(int G, const Src& src, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
@@ -800,8 +943,8 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
 #if defined(__AVX2__)
   if (C == 1 && hd % 8 == 0 && hd <= 256) {
     // A decode step reads the cache in place (a shared dequantized copy would be written and
-    // read once for nothing): one task per KV head, its query heads together (attend_group),
-    // or per query head for a group size without a compiled variant.
+    // read once for nothing): runs of KV heads with their query heads together (attend_run,
+    // attend_group), or one query head a task for a group size without a compiled variant.
     std::vector<int> keys;
     for (int j = 0; j < N; ++j)
       if (msk[ord[j]]) keys.push_back(j);
@@ -815,6 +958,23 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
     // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
     const int threads = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), thread_cap())) + 1;
+    // Long rows (32 KV heads of 64 int8 values: 2 KB): runs of heads, keys outer (attend_run),
+    // two tasks per thread. Short rows are a few lines: one KV head a task reads them well.
+    if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
+      const int per_task = std::max(1, (KVH + 2 * (threads - 1) - 1) / (2 * (threads - 1)));
+      parallel_for(pool, (KVH + per_task - 1) / per_task, [&](int task) {
+        thread_local std::vector<float> sc, acc;
+        const int g0 = task * per_task, nh = std::min(KVH, g0 + per_task) - g0;
+        if (sc.size() < (size_t)nh * G * N) sc.resize((size_t)nh * G * N);
+        if (acc.size() < (size_t)nh * G * hd) acc.resize((size_t)nh * G * hd);
+        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new.typed_data(), v_new.typed_data(), ord, S, kv_dim, g0 * hd,
+                              (size_t)nh * hd * CacheSrc<T>::es};
+        const size_t q0 = (size_t)g0 * G * hd;
+        attend_run_any(G, src, nh, keys.data(), n, N, sink, ord, qw.typed_data() + q0, qs.typed_data() + q0, scale, hd,
+                       sc.data(), acc.data(), o + q0);
+      });
+      return ffi::Error::Success();
+    }
     const int run = std::max(1, KVH / (2 * threads)), n_tasks = (KVH + run - 1) / run;
     parallel_for(pool, grouped ? n_tasks : H, [&](int task) {
       thread_local std::vector<float> sc;

@@ -32,6 +32,28 @@ def tiny(tiny_bpe_gguf):
     return load_model(tiny_bpe_gguf)
 
 
+def _wide(tmp_path_factory, name, **shape):
+    from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path_factory.mktemp(name) / f"{name}.gguf", d_model=1024, ffn_dim=256,
+                           tensor_type="Q8_0", **shape)
+    return load_model(path)
+
+
+# Long cache rows, which a decode step reads in runs of heads with the keys outer (attend_run);
+# the tiny model's 32-value rows take the one-head-a-task path.
+@pytest.fixture(scope="module")
+def wide_mha(tmp_path_factory):
+    """16 KV heads of 64, one query head each: 1 KB int8 rows (SmolLM2-1.7B's layout)."""
+    return _wide(tmp_path_factory, "wide-mha", n_heads=16, n_kv_heads=16)
+
+
+@pytest.fixture(scope="module")
+def wide_gqa(tmp_path_factory):
+    """16 KV heads of 32, two query heads each: 512 B int8 rows (one head a task), 1 KB bf16."""
+    return _wide(tmp_path_factory, "wide-gqa", n_heads=32, n_kv_heads=16)
+
+
 def ids_for(model, n, seed=0):
     return np.random.default_rng(seed).integers(3, model.config.vocab_size, n)
 
@@ -57,13 +79,15 @@ def test_matches_dense_reference_with_explicit_mask(tiny_bpe_gguf):
 
 
 @needs_kernel
+@pytest.mark.parametrize("model", ["tiny", "wide_mha", "wide_gqa"])
 @pytest.mark.parametrize("C", [8, 1])
 @pytest.mark.parametrize("kv_dtype", ["int8", "bf16", "f32"])
-def test_native_attention_matches_xla_attention(tiny, kv_dtype, C):
+def test_native_attention_matches_xla_attention(request, model, kv_dtype, C):
     """The kernel's attention (straight from the cache, keys in stream order) against the XLA
     spelling (dequantize, concatenate, einsum), on a wrapped ring with sinks, for a chunk (rows
-    share a dequantized copy) and a lone decode row (read from the cache in place)."""
-    cfg = tiny.config
+    share a dequantized copy) and a lone decode row (read from the cache in place: one head a
+    task for short rows, runs of heads for long ones)."""
+    cfg = request.getfixturevalue(model).config
     plan = plan_memory(cfg, kv_dtype, window=20, sinks=3)
     rng = np.random.default_rng(5)
     cache = allocate(cfg, plan)
@@ -103,10 +127,12 @@ def test_native_attention_matches_xla_attention(tiny, kv_dtype, C):
     np.testing.assert_allclose(np.asarray(got)[:n], np.asarray(want)[:n], rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("model", ["tiny", "wide_mha", "wide_gqa"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16", "int8"])
-def test_chunk_1_equals_chunk_64(tiny, dtype):
+def test_chunk_1_equals_chunk_64(request, model, dtype):
     """With the native kernels a token's log-prob is bit-identical whatever the chunking (the
     property that makes speculation exact); on the XLA path, equal to float noise."""
+    tiny = request.getfixturevalue(model)
     ids = ids_for(tiny, 150, seed=1)
     plan = plan_memory(tiny.config, dtype, window=40, sinks=4)
     a = score(tiny, ids, plan, chunk=1)
