@@ -32,8 +32,9 @@ def bench(fmt: str, out: int, inp: int, layers: int, rows: int) -> tuple[float, 
 
     rng = np.random.default_rng(0)
     B = quant._BLOCK_BYTES[fmt]
-    q = rng.integers(0, 256, (layers, out // 8, inp // 32, B), dtype=np.uint8)
-    d = (rng.random((layers, out // 8, inp // 32, 8)) * 0.01).astype(np.float16)
+    K = quant.chunk_width(out // 8)  # random bytes, already in the kernel's chunked layout
+    q = rng.integers(0, 256, (layers, out // 8 // K, inp // 32, K * B), dtype=np.uint8)
+    d = (rng.random((layers, out // 8 // K, inp // 32, K * 8)) * 0.01).astype(np.float16)
     w = quant.QLinear(jnp.asarray(q), jnp.asarray(d), jnp.asarray(d) if fmt == "q4_1" else None, fmt, out)
 
     @jax.jit

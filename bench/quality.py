@@ -290,7 +290,7 @@ def weight_storage_error(model) -> dict:
         w = gl._dequantize(t)
         fmt = quant.group_format([t.tensor_type.name])
         (_, q, d, m), = T.blocks(name, w.shape, fmt, block=w.shape[0])
-        held = np.asarray(quant.dequantize(quant.QLinear(*map(quant.to_device, quant.interleave(q, d, m, fmt)),
+        held = np.asarray(quant.dequantize(quant.QLinear(*map(quant.to_device, quant.pack(q, d, m, fmt)),
                                                          fmt, w.shape[0])))
         err = held - w
         out[name] = {"type": t.tensor_type.name, "held_as": fmt,

@@ -413,6 +413,7 @@ def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
                 put(i, r0, [None if a is None else unpermute_qk(a, heads) for a in part])
             r0 += rows
         tensors.release_pages()  # this layer's file pages: the peak stays one layer above the model
+    q, d, m = (quant.to_chunks(a) for a in (q, d, m))
     if not stacked:
         q, d, m = (None if a is None else a[0] for a in (q, d, m))
     return QLinear(*map(quant.to_device, (q, d, m)), fmt, out)

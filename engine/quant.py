@@ -33,11 +33,12 @@ _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * G
 @dataclass
 class QLinear:
     """A block-quantized weight [..., out, in] in the kernel's layout: output rows in groups of 8,
-    their blocks interleaved 4 values at a time (qmatmul.cc says why).
+    their blocks interleaved 4 values at a time, and the groups in chunks of K (chunk_width)
+    stored block by block (qmatmul.cc says why).
 
-    q: uint8 [..., out/8, in/32, 256] (q8_0: each value + 128) or [..., out/8, in/32, 128] (4-bit);
-    d: f16 [..., out/8, in/32, 8]; m: the same, q4_1 only; rows: the real output count (the
-    last group is padded with zero rows when it is not a multiple of 8)."""
+    q: uint8 [..., out/8/K, in/32, K * 256] (q8_0: each value + 128) or [..., K * 128] (4-bit);
+    d: f16 [..., out/8/K, in/32, K * 8]; m: the same, q4_1 only; rows: the real output count
+    (the last group is padded with zero rows when it is not a multiple of 8)."""
 
     q: jax.Array
     d: jax.Array
@@ -48,6 +49,35 @@ class QLinear:
     @property
     def nbytes(self) -> int:
         return sum(int(a.nbytes) for a in (self.q, self.d, self.m) if a is not None)
+
+
+def chunk_width(groups: int) -> int:
+    """Groups per chunk of the kernel's layout: 4, else 2 or 1 (a group count not a multiple of 4)."""
+    return 4 if groups % 4 == 0 else 2 if groups % 2 == 0 else 1
+
+
+def to_chunks(a: np.ndarray | None, step: int = 256) -> np.ndarray | None:
+    """[..., G, nb, W] in group order -> the chunked layout [..., G/K, nb, K * W], in place: a
+    chunk's bytes stay where they were, only their order changes, `step` chunks at a time (so
+    loading never holds a second copy of a weight)."""
+    if a is None:
+        return None
+    a = np.ascontiguousarray(a)  # the loader's arrays already are: no copy
+    *lead, G, nb, W = a.shape
+    K = chunk_width(G)
+    flat = a.reshape(-1, G // K, K, nb, W)  # a view
+    for i in range(flat.shape[0]):
+        for c0 in range(0, G // K, step):
+            part = flat[i, c0 : c0 + step]
+            part[...] = np.ascontiguousarray(part.transpose(0, 2, 1, 3)).reshape(part.shape)
+    return a.reshape(*lead, G // K, nb, K * W)
+
+
+def _groups(a: jax.Array, width: int) -> jax.Array:
+    """The chunked layout [..., G/K, nb, K * width] -> group order [..., G, nb, width]."""
+    *lead, gk, nb, kw = a.shape
+    k = kw // width
+    return jnp.moveaxis(a.reshape(*lead, gk, nb, k, width), -2, -3).reshape(*lead, gk * k, nb, width)
 
 
 def _values(q: jax.Array, fmt: str) -> jax.Array:
@@ -72,19 +102,25 @@ def _scales(a: jax.Array) -> jax.Array:
 
 def dequantize(w: QLinear) -> jax.Array:
     """f32 [..., out, in] (XLA: the fallback product)."""
-    v = _values(w.q, w.fmt) * _scales(w.d)
+    v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt) * _scales(_groups(w.d, GROUP))
     if w.fmt == "q4_1":
-        v = v + _scales(w.m)
+        v = v + _scales(_groups(w.m, GROUP))
     *lead, G, _, nb, _ = v.shape
     return v.reshape(*lead, G * GROUP, nb * QK)[..., : w.rows or G * GROUP, :]
 
 
 def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
     """Rows of a 2-D weight as f32 [len(rows), in] (the embedding lookup)."""
+    k = w.d.shape[-1] // GROUP
     g, r, i = rows // GROUP, rows % GROUP, jnp.arange(rows.shape[0])
-    v = _values(w.q[g], w.fmt)[i, r] * _scales(w.d[g])[i, r]  # [C, nb, 32]
+
+    def group(a):  # [C, nb, width]: each row's group, out of its chunk
+        c = a[g // k]
+        return c.reshape(*c.shape[:-1], k, -1)[i, :, g % k]
+
+    v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt == "q4_1":
-        v = v + _scales(w.m[g])[i, r]
+        v = v + _scales(group(w.m))[i, r]
     return v.reshape(rows.shape[0], -1)
 
 
@@ -118,7 +154,7 @@ def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.A
         q, d, m = lift(w.q), lift(w.d), lift(w.m)
         g = jnp.zeros((0,), jnp.float32) if norm is None else lift(norm)
         idx = jnp.asarray(0 if layer is None else layer, jnp.int32)
-        out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * GROUP), jnp.float32)
+        out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * (d.shape[-1] // GROUP) * GROUP), jnp.float32)
         y = jax.ffi.ffi_call(f"pinwheel_{w.fmt}", out)(x, q, d, d if m is None else m, idx, g, eps=np.float32(eps))
         return y[:, : w.rows] if w.rows and w.rows != y.shape[1] else y
     if layer is not None:
@@ -210,7 +246,8 @@ def convert(type_name: str, raw: np.ndarray | None, dequantize_f32, fmt: str):
 
 def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     """Row-layout blocks (q [out, in] int8 or [out, in/2] packed nibbles; d, m [out, in/32]) ->
-    the kernel's layout (see QLinear), padding out to a multiple of 8 with zero rows."""
+    groups of 8 interleaved rows (q [G, nb, bytes], d, m [G, nb, 8]), padding out to a multiple
+    of 8 with zero rows; to_chunks then orders the groups as the kernel reads them."""
     out, nb = d.shape
     pad = -out % GROUP
     if pad:
@@ -242,8 +279,14 @@ def aligned_empty(shape: tuple[int, ...], dtype, align: int = 64) -> np.ndarray:
     return raw[off : off + n].view(dtype).reshape(shape)
 
 
+def pack(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
+    """Row-layout blocks -> the kernel's layout (interleave, then to_chunks)."""
+    return tuple(to_chunks(a) for a in interleave(q, d, m, fmt))
+
+
 def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
-    """Preallocated numpy arrays (q, d, m) for a (stacked) weight in the kernel's layout."""
+    """Preallocated numpy arrays (q, d, m) for a (stacked) weight in group order (to_chunks
+    turns them into the kernel's layout once filled)."""
     G, nb = -(-out // GROUP), inp // QK
     q = aligned_empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)

@@ -34,7 +34,7 @@ def _dense(fmt, q, d, m):
 
 
 def _qlinear(fmt, rows, stacked=False):
-    qi, di, mi = quant.interleave(*rows, fmt)
+    qi, di, mi = quant.pack(*rows, fmt)
     lift = (lambda a: None if a is None else jnp.asarray(a[None])) if stacked else (
         lambda a: None if a is None else jnp.asarray(a))
     return quant.QLinear(lift(qi), lift(di), lift(mi), fmt, rows[1].shape[0])
@@ -115,7 +115,7 @@ def test_kernel_rows_do_not_depend_on_the_batch(fmt):
 def test_layer_index_selects_the_stacked_weight():
     rng = np.random.default_rng(4)
     layers = [_random_rows(rng, "q4_0", 16, 64) for _ in range(3)]
-    parts = [quant.interleave(*r, "q4_0") for r in layers]
+    parts = [quant.pack(*r, "q4_0") for r in layers]
     w = quant.QLinear(jnp.asarray(np.stack([p[0] for p in parts])), jnp.asarray(np.stack([p[1] for p in parts])),
                       None, "q4_0", 16)
     x = rng.standard_normal((1, 64)).astype(np.float32)
