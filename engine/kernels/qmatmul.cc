@@ -999,48 +999,55 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     return ffi::Error::Success();
   }
 #endif
+  // First every key any row sees, dequantized once for all KV heads into head-major f32 copies
+  // (Kc[g][j]: KV head g of the key at order position j), in runs of keys: each cache row is
+  // read whole and in order. (A task per KV head read one head's 64 bytes every kv_dim bytes,
+  // strided through memory, and an 8-row verify spent as long copying as attending.)
+  // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
+  thread_local std::vector<float> Kc, Vc;
+  if (Kc.size() < (size_t)KVH * N * hd) Kc.resize((size_t)KVH * N * hd), Vc.resize((size_t)KVH * N * hd);
+  float *Kp = Kc.data(), *Vp = Vc.data();  // the caller's: helpers have thread_locals of their own
+  constexpr int KR = 64;
+  parallel_for(pool, (N + KR - 1) / KR, [&](int t) {
+    for (int j = t * KR; j < std::min(N, t * KR + KR); ++j) {
+      const int key = ord[j];
+      bool seen = false;
+      for (int c = 0; c < C && !seen; ++c) seen = msk[(size_t)c * N + key];
+      if (!seen) continue;
+      for (int g = 0; g < KVH; ++g) {
+        float *kd = Kp + ((size_t)g * N + j) * hd, *vd = Vp + ((size_t)g * N + j) * hd;
+        if (key < S) {
+          load_key<T>(kbase, ksb, key, g * hd, hd, kv_dim, kd);
+          load_key<T>(vbase, vsb, key, g * hd, hd, kv_dim, vd);
+        } else {
+          std::memcpy(kd, k_new.typed_data() + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+          std::memcpy(vd, v_new.typed_data() + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+        }
+      }
+    }
+  });
+  // Then one task per (KV head, block of up to 8 rows), from the copies.
   constexpr int RB = 8;
   const int n_blocks = (C + RB - 1) / RB;
   parallel_for(pool, n_blocks * KVH, [&](int task) {
-    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB), off = g * hd;
-    // Scratch reused across calls: fresh ~250 KB buffers would be mmap'd and faulted in each time.
+    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB);
+    const float *K = Kp + (size_t)g * N * hd, *V = Vp + (size_t)g * N * hd;
     thread_local std::vector<int> keys;
-    thread_local std::vector<float> K, V, sc;
+    thread_local std::vector<float> sc;
     if (sc.size() < (size_t)N) sc.resize(N);
-    auto prefetch = [&](int key) {  // rows kv_dim apart: the hardware prefetcher lags, ask ahead
-      if (key >= S) return;
-      for (size_t b = 0; b < hd * esize; b += 64) {
-        __builtin_prefetch(kbase + ((size_t)key * kv_dim + off) * esize + b);
-        __builtin_prefetch(vbase + ((size_t)key * kv_dim + off) * esize + b);
-      }
-      if (T == KV::I8) {
-        __builtin_prefetch((const char*)(ksb + (size_t)key * (kv_dim / QK) + off / QK));
-        __builtin_prefetch((const char*)(vsb + (size_t)key * (kv_dim / QK) + off / QK));
-      }
-    };
     auto visible = [&](int c) {  // order positions of the keys row c sees, in stream order
       keys.clear();
       for (int j = 0; j < N; ++j)
         if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
       return (int)keys.size();
     };
-    if (K.size() < (size_t)N * hd) K.resize((size_t)N * hd), V.resize((size_t)N * hd);
     thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
     U.clear();
-    for (int j = 0; j < N; ++j) {  // K[j], V[j]: the key at order position j, if a row sees it
+    for (int j = 0; j < N; ++j) {
       const int key = ord[j];
-      if (j + 6 < N) prefetch(ord[j + 6]);
       bool seen = false;
       for (int c = c0; c < c1 && !seen; ++c) seen = msk[(size_t)c * N + key];
-      if (!seen) continue;
-      U.push_back(j);
-      if (key < S) {
-        load_key<T>(kbase, ksb, key, off, hd, kv_dim, &K[(size_t)j * hd]);
-        load_key<T>(vbase, vsb, key, off, hd, kv_dim, &V[(size_t)j * hd]);
-      } else {
-        std::memcpy(&K[(size_t)j * hd], k_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
-        std::memcpy(&V[(size_t)j * hd], v_new.typed_data() + (size_t)(key - S) * kv_dim + off, hd * sizeof(float));
-      }
+      if (seen) U.push_back(j);
     }
 #if defined(__AVX2__)
     if (hd % 8 == 0 && hd <= 256) {
@@ -1051,7 +1058,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
       if (e.size() < (size_t)nU) e.resize(nU);
       for (int r = 0; r < R; ++r)
         for (int u = 0; u < nU; ++u) vis[(size_t)r * nU + u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
-      attend_rows(K.data(), V.data(), U.data(), nU, vis.data(), R, G, hd, sink, ord, qw.typed_data(), qs.typed_data(),
+      attend_rows(K, V, U.data(), nU, vis.data(), R, G, hd, sink, ord, qw.typed_data(), qs.typed_data(),
                   H, g * G, c0, scale, S.data(), e.data(), sums.data(), o);
       return;
     }
@@ -1066,7 +1073,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
         for (int k = 0; k < n; ++k) {
           const int j = keys[k];
-          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, &K[(size_t)j * hd], hd) * scale;
+          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, K + (size_t)j * hd, hd) * scale;
         }
         float mx = -INFINITY;
         for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
@@ -1074,7 +1081,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         exp_inplace(sc.data(), n);
         float sum = 0.f;
         for (int k = 0; k < n; ++k) sum += sc[k];
-        for (int k = 0; k < n; ++k) axpy(sc[k], &V[(size_t)keys[k] * hd], dst, hd);
+        for (int k = 0; k < n; ++k) axpy(sc[k], V + (size_t)keys[k] * hd, dst, hd);
         const float inv = 1.f / sum;
         for (int i = 0; i < hd; ++i) dst[i] *= inv;
       }
