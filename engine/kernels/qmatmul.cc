@@ -965,9 +965,13 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
     const int threads = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), thread_cap())) + 1;
     // Long rows (32 KV heads of 64 int8 values: 2 KB): runs of heads, keys outer (attend_run),
-    // two tasks per thread. Short rows are a few lines: one KV head a task reads them well.
+    // two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
+    // head would stride again on a machine with many cores). Short rows are a few lines: one KV
+    // head a task reads them well.
+    const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
     if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
-      const int per_task = std::max(1, (KVH + 2 * (threads - 1) - 1) / (2 * (threads - 1)));
+      const int per_task = std::max<int>({1, (KVH + 2 * (threads - 1) - 1) / (2 * (threads - 1)),
+                                          (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
       parallel_for(pool, (KVH + per_task - 1) / per_task, [&](int task) {
         thread_local std::vector<float> sc, acc;
         const int g0 = task * per_task, nh = std::min(KVH, g0 + per_task) - g0;

@@ -81,8 +81,10 @@ def test_huge_values_are_refused_not_overflowed():
 
 @needs_kernel
 @pytest.mark.parametrize("fmt", quant.FORMATS)
-@pytest.mark.parametrize("out, inp", [(40, 64), (13, 96), (1000, 320)])
+@pytest.mark.parametrize("out, inp", [(40, 64), (13, 96), (1000, 320), (256, 320), (48, 96)])
 def test_kernel_matches_the_xla_path(fmt, out, inp):
+    """Every chunk width of the layout: 40 and 1000 rows (5 and 125 groups) are chunks of one
+    group, 13 and 48 rows (2 and 6) of two, 256 rows (32) of four."""
     rng = np.random.default_rng(1)
     rows = _random_rows(rng, fmt, out, inp)
     w = _qlinear(fmt, rows, stacked=True)
@@ -103,12 +105,13 @@ def test_kernel_rows_do_not_depend_on_the_batch(fmt):
     """A row's result is bit-identical in a 1-, 3-, 8- or 64-row call: a token's K/V do not depend
     on whether a decode step, a speculative verify or a prefill chunk computed it."""
     rng = np.random.default_rng(2)
-    w = _qlinear(fmt, _random_rows(rng, fmt, 520, 256), stacked=True)
-    x = rng.standard_normal((64, 256)).astype(np.float32)
     mm = jax.jit(lambda x, w: quant.matmul(x, w, jnp.int32(0)))
-    full = np.asarray(mm(jnp.asarray(x), w))
-    for lo, hi in ((5, 6), (4, 7), (0, 8), (13, 21)):
-        np.testing.assert_array_equal(np.asarray(mm(jnp.asarray(x[lo:hi]), w)), full[lo:hi])
+    for out in (520, 528, 512):  # chunks of one, two and four groups
+        w = _qlinear(fmt, _random_rows(rng, fmt, out, 256), stacked=True)
+        x = rng.standard_normal((64, 256)).astype(np.float32)
+        full = np.asarray(mm(jnp.asarray(x), w))
+        for lo, hi in ((5, 6), (4, 7), (0, 8), (13, 21)):
+            np.testing.assert_array_equal(np.asarray(mm(jnp.asarray(x[lo:hi]), w)), full[lo:hi])
 
 
 @needs_kernel
