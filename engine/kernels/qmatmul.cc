@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <pthread.h>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -214,14 +214,20 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 // helpers claim chunks from one counter. A helper that starts late finds nothing left and
 // returns, so the caller never waits on a task that has not begun (no deadlock when the helpers
 // are busy or gone), and it only waits for chunks already being computed.
+// A job lives on its caller's stack and allocates nothing. Heap-allocated jobs (a few hundred a
+// decode step, often freed by the helper thread) grew RSS by ~1.4 KB a token over one long
+// reply (tests/engine/test_session.py's 2,500 tokens, after the other engine tests); the
+// caller therefore retracts the job and waits until no helper holds it before it returns.
 struct Job {
   std::atomic<int> next{0};
   std::atomic<int> done{0};
+  std::atomic<int> inside{0};  // helpers holding this job
   int n = 0;
-  std::function<void(int)> fn;
+  void (*call)(void*, int) = nullptr;
+  void* ctx = nullptr;
   void work() {
     for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      fn(i);
+      call(ctx, i);
       done.fetch_add(1, std::memory_order_release);
     }
   }
@@ -257,12 +263,24 @@ class Helpers {
     return *instance_;
   }
   // Hands the job to n helpers (started on first use); any that is busy simply joins late.
-  void post(const std::shared_ptr<Job>& job, int n) {
+  void post(Job* job, int n) {
     std::lock_guard<std::mutex> lk(m_);
     for (; started_ < n; ++started_) std::thread([this] { loop(); }).detach();
     job_ = job;
     gen_.fetch_add(1, std::memory_order_release);
     if (sleeping_) cv_.notify_all();
+  }
+  // After the job's last chunk: no helper takes it from now on; returns once none holds it.
+  void retract(Job* job) {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      if (job_ == job) job_ = nullptr;
+    }
+    while (job->inside.load(std::memory_order_acquire) > 0) {
+#if defined(__AVX2__)
+      _mm_pause();
+#endif
+    }
   }
 
  private:
@@ -290,40 +308,47 @@ class Helpers {
         --sleeping_;
         break;
       }
-      std::shared_ptr<Job> job;
+      Job* job;
       {
         std::lock_guard<std::mutex> lk(m_);
         seen = gen_.load(std::memory_order_acquire);
         job = job_;
+        if (job) job->inside.fetch_add(1, std::memory_order_relaxed);
       }
-      if (job) job->work();
+      if (job) {
+        job->work();
+        job->inside.fetch_sub(1, std::memory_order_release);
+      }
     }
   }
 
   std::mutex m_;
   std::condition_variable cv_;
   std::atomic<uint64_t> gen_{0};
-  std::shared_ptr<Job> job_;  // the latest job (guarded by m_)
+  Job* job_ = nullptr;  // the latest job still open (guarded by m_)
   int started_ = 0, sleeping_ = 0;
   static inline Helpers* instance_ = nullptr;
 };
 
-void parallel_for(ffi::ThreadPool& pool, int n, std::function<void(int)> fn) {
+template <class F>
+void parallel_for(ffi::ThreadPool& pool, int n, F&& fn) {
   const int helpers = std::min<int64_t>(std::min<int64_t>(pool.num_threads(), thread_cap()), n) - 1;
   if (helpers <= 0) {
     for (int i = 0; i < n; ++i) fn(i);
     return;
   }
-  auto job = std::make_shared<Job>();
-  job->n = n;
-  job->fn = std::move(fn);
-  Helpers::get().post(job, helpers);
-  job->work();
-  while (job->done.load(std::memory_order_acquire) < n) {
+  Job job;
+  job.n = n;
+  job.ctx = &fn;
+  job.call = [](void* f, int i) { (*static_cast<std::remove_reference_t<F>*>(f))(i); };
+  Helpers::get().post(&job, helpers);
+  job.work();
+  while (job.done.load(std::memory_order_acquire) < n) {
 #if defined(__AVX2__)
     _mm_pause();
 #endif
   }
+  Helpers::get().retract(&job);
 }
 
 // x * rsqrt(mean(x^2) + eps) * g, one row, with the sum of squares in a fixed order (so the
