@@ -276,10 +276,16 @@ class Helpers {
       std::lock_guard<std::mutex> lk(m_);
       if (job_ == job) job_ = nullptr;
     }
-    while (job->inside.load(std::memory_order_acquire) > 0) {
+    // A helper still inside has at most a failed claim left; if it was preempted there, yield
+    // the core to it rather than spin out its time slice.
+    for (int i = 0; job->inside.load(std::memory_order_acquire) > 0; ++i) {
+      if (i < 1000) {
 #if defined(__AVX2__)
-      _mm_pause();
+        _mm_pause();
 #endif
+      } else {
+        std::this_thread::yield();
+      }
     }
   }
 
