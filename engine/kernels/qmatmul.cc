@@ -999,9 +999,10 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     // two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
     // head would stride again on a machine with many cores). Short rows are a few lines: one KV
     // head a task reads them well.
+    const int participants = threads - 1;  // the caller and its helpers
     const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
     if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
-      const int per_task = std::max<int>({1, (KVH + 2 * (threads - 1) - 1) / (2 * (threads - 1)),
+      const int per_task = std::max<int>({1, (KVH + 2 * participants - 1) / (2 * participants),
                                           (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
       parallel_for(pool, (KVH + per_task - 1) / per_task, [&](int task) {
         thread_local std::vector<float> sc, acc;
@@ -1009,7 +1010,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
         if (sc.size() < (size_t)nh * G * N) sc.resize((size_t)nh * G * N);
         if (acc.size() < (size_t)nh * G * hd) acc.resize((size_t)nh * G * hd);
         const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new.typed_data(), v_new.typed_data(), ord, S, kv_dim, g0 * hd,
-                              (size_t)nh * hd * CacheSrc<T>::es};
+                              nh * head_bytes};
         const size_t q0 = (size_t)g0 * G * hd;
         attend_run_any(G, src, nh, keys.data(), n, N, sink, ord, qw.typed_data() + q0, qs.typed_data() + q0, scale, hd,
                        sc.data(), acc.data(), o + q0);
