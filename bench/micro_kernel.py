@@ -18,6 +18,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 SHAPES = {  # name: (out, in, layers)
     "135M gate_up 3072x576": (3072, 576, 30),
     "135M down 576x1536": (576, 1536, 30),
+    "360M qkv 1600x960": (1600, 960, 32),
+    "360M o 960x960": (960, 960, 32),
+    "360M gate_up 5120x960": (5120, 960, 32),
+    "360M down 960x2560": (960, 2560, 32),
+    "hot (L2) 1024x960": (1024, 960, 1),
+    "hot (L2) 4096x960": (4096, 960, 1),
+    "tiny 32x32": (32, 32, 32),
     "1.7B gate_up 16384x2048": (16384, 2048, 4),
     "1.7B down 2048x8192": (2048, 8192, 4),
 }
@@ -57,10 +64,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.micro_kernel", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="1,8")
     ap.add_argument("--formats", default="q4_0,q4_1,q8_0")
+    ap.add_argument("--shapes", default="", help="only the shapes whose name contains this")
     args = ap.parse_args(argv)
     print(f"kernel: {kernels.status()}")
     for fmt in args.formats.split(","):
         for name, (o, i, L) in SHAPES.items():
+            if args.shapes not in name:
+                continue
             for rows in map(int, args.rows.split(",")):
                 ms, gmac, gbs = bench(fmt, o, i, L, rows)
                 print(f"{fmt:5} {name:24} rows {rows:3}: {ms:7.3f} ms  {gmac:6.1f} G MAC/s  {gbs:5.1f} GB/s of weights")

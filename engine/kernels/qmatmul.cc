@@ -210,27 +210,52 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 }
 #endif
 
-// Runs fn(chunk) for every chunk in [0, n): the calling thread and up to (pool size - 1)
-// helpers claim chunks from one counter. A helper that starts late finds nothing left and
-// returns, so the caller never waits on a task that has not begun (no deadlock when the helpers
-// are busy or gone), and it only waits for chunks already being computed.
+// Runs fn(chunk) for every chunk in [0, n). The range is cut into one contiguous segment per
+// participant (the calling thread and up to pool size - 1 helpers); each works through its own
+// segment in order, then takes what is left of the others'. Two things made this faster than
+// every participant claiming the next chunk from one shared counter: a thread reads one
+// sequential stream of weights (the hardware prefetcher keeps up; interleaved 17 KB chunks
+// retrain it every chunk), and a claim touches a counter no other core is using (one shared
+// counter, and a shared "done" count, moved their cache line between the cores twice a chunk).
+// In a harness of the SmolLM2-360M step's 128 Q4_0 products on this 2-core machine, five runs
+// each: 5.2-5.9 ms a step against 7.7-8.7 ms.
+// A helper that starts late finds its segment taken and returns, so the caller never waits on a
+// task that has not begun (no deadlock when the helpers are busy or gone), and it only waits for
+// chunks already being computed.
 // A job lives on its caller's stack and allocates nothing. Heap-allocated jobs (a few hundred a
 // decode step, often freed by the helper thread) grew RSS by ~1.4 KB a token over one long
 // reply (tests/engine/test_session.py's 2,500 tokens, after the other engine tests); the
 // caller therefore retracts the job and waits until no helper holds it before it returns.
 struct Job {
-  std::atomic<int> next{0};
+  static constexpr int MAX_SEGMENTS = 16;
+  struct alignas(64) Segment {
+    std::atomic<int> next{0};
+    int end = 0;
+  };
+  Segment seg[MAX_SEGMENTS];
+  alignas(64) std::atomic<int> joined{1};  // participants so far: the caller holds segment 0
   std::atomic<int> done{0};
   std::atomic<int> inside{0};  // helpers holding this job
-  int n = 0;
+  int n = 0, segments = 1;
   void (*call)(void*, int) = nullptr;
   void* ctx = nullptr;
-  void work() {
-    for (int i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
-      call(ctx, i);
-      done.fetch_add(1, std::memory_order_release);
+  void split(int n_chunks, int parts) {
+    n = n_chunks, segments = std::max(1, std::min(parts, MAX_SEGMENTS));
+    for (int i = 0; i < segments; ++i) {
+      seg[i].next.store((int)((int64_t)n * i / segments), std::memory_order_relaxed);
+      seg[i].end = (int)((int64_t)n * (i + 1) / segments);
     }
   }
+  // Segment `own` first, then the others in turn; the chunks done are counted once, at the end.
+  void work(int own) {
+    int count = 0;
+    for (int k = 0; k < segments; ++k) {
+      Segment& sg = seg[(own + k) % segments];
+      for (int i; (i = sg.next.fetch_add(1, std::memory_order_relaxed)) < sg.end; ++count) call(ctx, i);
+    }
+    if (count) done.fetch_add(count, std::memory_order_release);
+  }
+  void join() { work(joined.fetch_add(1, std::memory_order_relaxed) % segments); }
 };
 
 int env_int(const char* name, int fallback) {
@@ -322,7 +347,7 @@ class Helpers {
         if (job) job->inside.fetch_add(1, std::memory_order_relaxed);
       }
       if (job) {
-        job->work();
+        job->join();
         job->inside.fetch_sub(1, std::memory_order_release);
       }
     }
@@ -344,11 +369,11 @@ void parallel_for(ffi::ThreadPool& pool, int n, F&& fn) {
     return;
   }
   Job job;
-  job.n = n;
+  job.split(n, helpers + 1);
   job.ctx = &fn;
   job.call = [](void* f, int i) { (*static_cast<std::remove_reference_t<F>*>(f))(i); };
   Helpers::get().post(&job, helpers);
-  job.work();
+  job.work(0);
   while (job.done.load(std::memory_order_acquire) < n) {
 #if defined(__AVX2__)
     _mm_pause();
