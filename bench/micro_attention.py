@@ -41,6 +41,8 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     kc = jnp.asarray(rng.integers(-127, 127, (L, S, kv), dtype=np.int8))
     ks = jnp.asarray(rng.random((L, S, kv // 32), dtype=np.float32) * 0.02)
+    vc = jnp.asarray(rng.integers(-127, 127, (L, S, kv), dtype=np.int8))
+    vs = jnp.asarray(rng.random((L, S, kv // 32), dtype=np.float32) * 0.02)
     q = jnp.asarray(rng.standard_normal((C, H, hd), dtype=np.float32))
     new = jnp.asarray(rng.standard_normal((C, kv), dtype=np.float32))
     order = jnp.arange(S + C, dtype=jnp.int32)
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     @jax.jit
     def run(q):
         def body(carry, layer):
-            o = jax.ffi.ffi_call("pinwheel_attn_int8", out)(q + carry[0, 0], q, kc, kc, ks, ks, new, new, order,
+            o = jax.ffi.ffi_call("pinwheel_attn_int8", out)(q + carry[0, 0], q, kc, vc, ks, vs, new, new, order,
                                                             mask, sink, layer)
             return carry + o.reshape(C, H, hd) * 1e-9, None
 
