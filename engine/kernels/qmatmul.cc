@@ -477,6 +477,35 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
 
 enum class KV { I8, BF16, F32 };
 
+// Scratch for a chunk's dequantized keys and values, shared by every thread that calls the
+// kernel: XLA runs a step on any of its threads, and a thread_local copy on each of them stayed
+// held after the settings changed (a few MB each at the default window, 6 MB at 4,096 slots).
+// A buffer is taken for one call and given back; it is reallocated when it is too small or
+// more than twice what the call needs (a smaller window after Apply), so the memory held follows
+// the current plan. Buffers over glibc's mmap threshold (1 MiB, engine/sysmem.py) go back to
+// the system when freed.
+class Scratch {
+ public:
+  explicit Scratch(size_t n) {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      if (!free_.empty()) buf_ = std::move(free_.back()), free_.pop_back();
+    }
+    if (buf_.size() < n || buf_.size() > 2 * n + 1024) buf_ = std::vector<float>(n);
+  }
+  ~Scratch() {
+    std::lock_guard<std::mutex> lk(m_);
+    free_.push_back(std::move(buf_));
+  }
+  float* data() { return buf_.data(); }
+
+ private:
+  std::vector<float> buf_;
+  static inline std::mutex m_;
+  static inline std::vector<std::vector<float>> free_;  // one per call that ran at once, at most
+};
+
+
 template <KV T>
 inline void load_key(const void* cache, const float* scale, size_t row, int off, int hd, int kv_dim, float* dst) {
   if constexpr (T == KV::F32) {
@@ -1065,9 +1094,8 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
   // read whole and in order. (A task per KV head read one head's 64 bytes every kv_dim bytes,
   // strided through memory, and an 8-row verify spent as long copying as attending.)
   // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
-  thread_local std::vector<float> Kc, Vc;
-  if (Kc.size() < (size_t)KVH * N * hd) Kc.resize((size_t)KVH * N * hd), Vc.resize((size_t)KVH * N * hd);
-  float *Kp = Kc.data(), *Vp = Vc.data();  // the caller's: helpers have thread_locals of their own
+  Scratch copy((size_t)2 * KVH * N * hd);
+  float *Kp = copy.data(), *Vp = Kp + (size_t)KVH * N * hd;
   constexpr int KR = 64;
   parallel_for(pool, (N + KR - 1) / KR, [&](int t) {
     for (int j = t * KR; j < std::min(N, t * KR + KR); ++j) {
