@@ -480,29 +480,48 @@ enum class KV { I8, BF16, F32 };
 // Scratch for a chunk's dequantized keys and values, shared by every thread that calls the
 // kernel: XLA runs a step on any of its threads, and a thread_local copy on each of them stayed
 // held after the settings changed (a few MB each at the default window, 6 MB at 4,096 slots).
-// A buffer is taken for one call and given back; it is reallocated when it is too small or
-// more than twice what the call needs (a smaller window after Apply), so the memory held follows
-// the current plan. Buffers over glibc's mmap threshold (1 MiB, engine/sysmem.py) go back to
-// the system when freed.
+// A buffer is taken for one call and given back, and one is kept between calls (two calls at
+// once each get one; the second to end frees its own). It is reallocated when it is too small
+// or more than twice what the call needs (a smaller window after Apply), so the memory held
+// follows the current plan. Buffers over glibc's mmap threshold (1 MiB, engine/sysmem.py) go
+// back to the system when freed.
 class Scratch {
  public:
   explicit Scratch(size_t n) {
     {
-      std::lock_guard<std::mutex> lk(m_);
-      if (!free_.empty()) buf_ = std::move(free_.back()), free_.pop_back();
+      Pool& p = pool();
+      std::lock_guard<std::mutex> lk(p.m);
+      buf_.swap(p.kept);
     }
-    if (buf_.size() < n || buf_.size() > 2 * n + 1024) buf_ = std::vector<float>(n);
+    if (buf_.size() < n || buf_.size() > 2 * n + 1024) std::vector<float>(n).swap(buf_);
   }
   ~Scratch() {
-    std::lock_guard<std::mutex> lk(m_);
-    free_.push_back(std::move(buf_));
+    {
+      Pool& p = pool();
+      std::lock_guard<std::mutex> lk(p.m);
+      if (p.kept.empty()) buf_.swap(p.kept);
+    }
+    // (buf_, if still held, is freed here, outside the lock)
   }
   float* data() { return buf_.data(); }
 
  private:
+  struct Pool {
+    std::mutex m;
+    std::vector<float> kept;
+  };
+  // Never destroyed (an XLA thread may still be inside a call at exit); a forked child, which
+  // may have inherited the mutex locked by another thread, starts afresh, as Helpers does.
+  static Pool& pool() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      pool_ = new Pool;
+      pthread_atfork(nullptr, nullptr, [] { pool_ = new Pool; });
+    });
+    return *pool_;
+  }
   std::vector<float> buf_;
-  static inline std::mutex m_;
-  static inline std::vector<std::vector<float>> free_;  // one per call that ran at once, at most
+  static inline Pool* pool_ = nullptr;
 };
 
 
