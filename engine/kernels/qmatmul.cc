@@ -275,18 +275,23 @@ int thread_cap() {
 // faster than one. In a step the next call comes a few microseconds after the last, so a
 // spinning helper is there at once; it sleeps once the step is over (PINWHEEL_KERNEL_SPIN_US,
 // default 300), yielding its core to any other runnable thread while it spins.
+// One T per process, never destroyed (threads may use it until exit); a forked child, which has
+// none of the parent's other threads and may have inherited a lock one of them held, gets a
+// fresh one.
+template <class T>
+T& per_process() {
+  static T* instance = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    instance = new T;
+    pthread_atfork(nullptr, nullptr, [] { instance = new T; });
+  });
+  return *instance;
+}
+
 class Helpers {
  public:
-  static Helpers& get() {
-    // Never destroyed: detached threads use it until exit. A forked child has none of the
-    // helpers (and maybe a lock held by one): it starts afresh.
-    static std::once_flag once;
-    std::call_once(once, [] {
-      instance_ = new Helpers;
-      pthread_atfork(nullptr, nullptr, [] { instance_ = new Helpers; });
-    });
-    return *instance_;
-  }
+  static Helpers& get() { return per_process<Helpers>(); }
   // Hands the job to n helpers (started on first use); any that is busy simply joins late.
   void post(Job* job, int n) {
     std::lock_guard<std::mutex> lk(m_);
@@ -358,7 +363,6 @@ class Helpers {
   std::atomic<uint64_t> gen_{0};
   Job* job_ = nullptr;  // the latest job still open (guarded by m_)
   int started_ = 0, sleeping_ = 0;
-  static inline Helpers* instance_ = nullptr;
 };
 
 template <class F>
@@ -510,18 +514,9 @@ class Scratch {
     std::mutex m;
     std::vector<float> kept;
   };
-  // Never destroyed (an XLA thread may still be inside a call at exit); a forked child, which
-  // may have inherited the mutex locked by another thread, starts afresh, as Helpers does.
-  static Pool& pool() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-      pool_ = new Pool;
-      pthread_atfork(nullptr, nullptr, [] { pool_ = new Pool; });
-    });
-    return *pool_;
-  }
+  // (an XLA thread may still be inside a call at exit, and a child may inherit the mutex locked)
+  static Pool& pool() { return per_process<Pool>(); }
   std::vector<float> buf_;
-  static inline Pool* pool_ = nullptr;
 };
 
 
