@@ -268,13 +268,6 @@ int thread_cap() {
   return cap;
 }
 
-// Helper threads of our own, which spin for a while after each job before they sleep. XLA's
-// pool wakes a sleeping worker in ~18 us on the 2-core machine (measured from the call to the
-// helper's first chunk), while a decode step at the SmolLM2-360M shape is 160 products of
-// 30-140 us each: the second core joined each one late, and two threads ran the step only 1.3x
-// faster than one. In a step the next call comes a few microseconds after the last, so a
-// spinning helper is there at once; it sleeps once the step is over (PINWHEEL_KERNEL_SPIN_US,
-// default 300), yielding its core to any other runnable thread while it spins.
 // One T per process, never destroyed (threads may use it until exit); a forked child, which has
 // none of the parent's other threads and may have inherited a lock one of them held, gets a
 // fresh one.
@@ -289,6 +282,13 @@ T& per_process() {
   return *instance;
 }
 
+// Helper threads of our own, which spin for a while after each job before they sleep. XLA's
+// pool wakes a sleeping worker in ~18 us on the 2-core machine (measured from the call to the
+// helper's first chunk), while a decode step at the SmolLM2-360M shape is 160 products of
+// 30-140 us each: the second core joined each one late, and two threads ran the step only 1.3x
+// faster than one. In a step the next call comes a few microseconds after the last, so a
+// spinning helper is there at once; it sleeps once the step is over (PINWHEEL_KERNEL_SPIN_US,
+// default 300), yielding its core to any other runnable thread while it spins.
 class Helpers {
  public:
   static Helpers& get() { return per_process<Helpers>(); }
@@ -518,7 +518,6 @@ class Scratch {
   static Pool& pool() { return per_process<Pool>(); }
   std::vector<float> buf_;
 };
-
 
 template <KV T>
 inline void load_key(const void* cache, const float* scale, size_t row, int off, int hd, int kv_dim, float* dst) {
