@@ -1,6 +1,8 @@
 """ChatSession: streaming turns over the bounded cache, stats, cancel, regenerate, pinning."""
-import gc
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +10,8 @@ import pytest
 from engine import ChatSession, SamplingParams, load_model, plan_memory
 from engine.events import Done, Rebuilt, Token
 from engine.sampler import GREEDY
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LONG = SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True, repetition_penalty=1.0,
                       top_k=0, top_p=1.0, min_p=0.0)
@@ -121,20 +125,36 @@ def test_apply_plan_reallocates_only_when_needed(tiny):
     assert d.generated_tokens == 60
 
 
-def test_rss_stays_flat_over_a_long_run(tiny):
-    import psutil
+LONG_RUN_PROBE = """
+import gc, psutil
+from engine import ChatSession, SamplingParams, load_model, plan_memory
+from engine.events import Token
+m = load_model({path!r})
+s = ChatSession(m, plan_memory(m.config, window=32),
+                sampling=SamplingParams(temperature=0.0, max_tokens=2500, ignore_eos=True, repetition_penalty=1.0,
+                                        top_k=0, top_p=1.0, min_p=0.0))
+rss, n = [], 0
+for ev in s.stream("start"):
+    if isinstance(ev, Token) and ev.token_id >= 0:
+        n += 1
+        if n % 250 == 0:
+            gc.collect()
+            rss.append(psutil.Process().memory_info().rss)
+print(s.stats().evicted_tokens, *rss)
+"""
 
-    proc = psutil.Process()
-    s = ChatSession(tiny, plan_memory(tiny.config, window=32), sampling=LONG.with_(max_tokens=2500))
-    rss = []
-    for i, ev in enumerate(s.stream("start")):
-        if isinstance(ev, Token) and ev.token_id >= 0:
-            if i % 250 == 0:
-                gc.collect()
-                rss.append(proc.memory_info().rss)
-    growth = rss[-1] - rss[2]  # after warm-up (compile, first allocations)
-    assert growth < 4 * 1024 * 1024, [r // 1024 for r in rss]
-    assert s.stats().evicted_tokens > 2000
+
+def test_rss_stays_flat_over_a_long_run(tiny_bpe_gguf):
+    """2,500 tokens through a 32-slot window hold RSS flat after warm-up, in a process of their
+    own: after the rest of the suite, test order decided it (a one-off +16 MB jump in the
+    suite's 700 MB heap landed before or after the warm-up sample, at any commit)."""
+    r = subprocess.run([sys.executable, "-c", LONG_RUN_PROBE.format(path=str(tiny_bpe_gguf))], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    evicted, *rss = (int(x) for x in r.stdout.split())
+    growth = rss[-1] - rss[1]  # after warm-up (compile, first allocations)
+    assert growth < 4 * 1024 * 1024, [x // 1024 for x in rss]
+    assert evicted > 2000
 
 
 def test_default_model_knows_paris(default_model_path):
