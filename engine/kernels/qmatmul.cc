@@ -236,11 +236,11 @@ struct Job {
   alignas(64) std::atomic<int> joined{1};  // participants so far: the caller holds segment 0
   std::atomic<int> done{0};
   std::atomic<int> inside{0};  // helpers holding this job
-  int n = 0, segments = 1;
+  int segments = 1;
   void (*call)(void*, int) = nullptr;
   void* ctx = nullptr;
-  void split(int n_chunks, int parts) {
-    n = n_chunks, segments = std::max(1, std::min(parts, MAX_SEGMENTS));
+  void split(int n, int parts) {
+    segments = std::max(1, std::min(parts, MAX_SEGMENTS));
     for (int i = 0; i < segments; ++i) {
       seg[i].next.store((int)((int64_t)n * i / segments), std::memory_order_relaxed);
       seg[i].end = (int)((int64_t)n * (i + 1) / segments);
@@ -453,17 +453,17 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
     const uint16_t* dg = d_base + chunk * chunk_s;
     const uint16_t* mg = m_base + (F == Fmt::Q4_1 ? chunk * chunk_s : 0);
     float* oc = out + (int64_t)chunk * K * GROUP;
-    int64_t c = 0;
-    if (K == 4) {
-      for (; c + 2 <= C; c += 2) tile<F, 2, 4>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-      for (; c < C; ++c) tile<F, 1, 4>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-    } else if (K == 2) {
-      for (; c + 2 <= C; c += 2) tile<F, 2, 2>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-      for (; c < C; ++c) tile<F, 1, 2>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-    } else {
-      for (; c + 4 <= C; c += 4) tile<F, 4, 1>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-      for (; c < C; ++c) tile<F, 1, 1>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-    }
+    // Rows in tiles of R (4 for one-group chunks, else 2: about as many accumulators), then one
+    // at a time; KK is the chunk width K as a constant.
+    auto rows = [&](auto kk) {
+      constexpr int KK = decltype(kk)::value, R = KK == 1 ? 4 : 2;
+      int64_t c = 0;
+      for (; c + R <= C; c += R) tile<F, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+      for (; c < C; ++c) tile<F, 1, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+    };
+    if (K == 4) rows(std::integral_constant<int, 4>{});
+    else if (K == 2) rows(std::integral_constant<int, 2>{});
+    else rows(std::integral_constant<int, 1>{});
   });
   return ffi::Error::Success();
 }
@@ -1109,13 +1109,16 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
   // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
   Scratch copy((size_t)2 * KVH * N * hd);
   float *Kp = copy.data(), *Vp = Kp + (size_t)KVH * N * hd;
+  auto seen_by = [&](int c0, int c1, int key) {  // does any row of [c0, c1) see this key?
+    for (int c = c0; c < c1; ++c)
+      if (msk[(size_t)c * N + key]) return true;
+    return false;
+  };
   constexpr int KR = 64;
   parallel_for(pool, (N + KR - 1) / KR, [&](int t) {
     for (int j = t * KR; j < std::min(N, t * KR + KR); ++j) {
       const int key = ord[j];
-      bool seen = false;
-      for (int c = 0; c < C && !seen; ++c) seen = msk[(size_t)c * N + key];
-      if (!seen) continue;
+      if (!seen_by(0, C, key)) continue;
       for (int g = 0; g < KVH; ++g) {
         float *kd = Kp + ((size_t)g * N + j) * hd, *vd = Vp + ((size_t)g * N + j) * hd;
         if (key < S) {
@@ -1145,12 +1148,8 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
     };
     thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
     U.clear();
-    for (int j = 0; j < N; ++j) {
-      const int key = ord[j];
-      bool seen = false;
-      for (int c = c0; c < c1 && !seen; ++c) seen = msk[(size_t)c * N + key];
-      if (seen) U.push_back(j);
-    }
+    for (int j = 0; j < N; ++j)
+      if (seen_by(c0, c1, ord[j])) U.push_back(j);
 #if defined(__AVX2__)
     if (hd % 8 == 0 && hd <= 256) {
       const int R = c1 - c0, nU = (int)U.size(), P = R * G;
