@@ -130,9 +130,7 @@ import gc, psutil
 from engine import ChatSession, SamplingParams, load_model, plan_memory
 from engine.events import Token
 m = load_model({path!r})
-s = ChatSession(m, plan_memory(m.config, window=32),
-                sampling=SamplingParams(temperature=0.0, max_tokens=2500, ignore_eos=True, repetition_penalty=1.0,
-                                        top_k=0, top_p=1.0, min_p=0.0))
+s = ChatSession(m, plan_memory(m.config, window=32), sampling={sampling})
 rss, n = [], 0
 for ev in s.stream("start"):
     if isinstance(ev, Token) and ev.token_id >= 0:
@@ -148,8 +146,8 @@ def test_rss_stays_flat_over_a_long_run(tiny_bpe_gguf):
     """2,500 tokens through a 32-slot window hold RSS flat after warm-up, in a process of their
     own: after the rest of the suite, test order decided it (a one-off +16 MB jump in the
     suite's 700 MB heap landed before or after the warm-up sample, at any commit)."""
-    r = subprocess.run([sys.executable, "-c", LONG_RUN_PROBE.format(path=str(tiny_bpe_gguf))], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
+    probe = LONG_RUN_PROBE.format(path=str(tiny_bpe_gguf), sampling=repr(LONG.with_(max_tokens=2500)))
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     evicted, *rss = (int(x) for x in r.stdout.split())
     growth = rss[-1] - rss[1]  # after warm-up (compile, first allocations)

@@ -15,13 +15,13 @@ import pytest
 from bench.soak import run_soak, summarize
 
 TOKENS, WINDOW, TURN, EVERY, WARMUP = 3000, 32, 500, 250, 500
+SOAK = dict(tokens=TOKENS, window=WINDOW, turn_tokens=TURN, sample_every=EVERY, warmup=WARMUP, seed=3)
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def soak(tiny_bpe_gguf):
-    return run_soak(tiny_bpe_gguf, tokens=TOKENS, window=WINDOW, turn_tokens=TURN, sample_every=EVERY,
-                    warmup=WARMUP, seed=3, keep_session=True)
+    return run_soak(tiny_bpe_gguf, **SOAK, keep_session=True)
 
 
 def test_soak_runs_every_token_without_error(soak):
@@ -37,8 +37,8 @@ def test_soak_runs_every_token_without_error(soak):
 def soak_alone(tiny_bpe_gguf):
     """The same soak in a process of its own, for RSS: after the rest of the suite, a one-off jump
     of ~16 MB in its 700 MB heap could land on any sample (test order decided it)."""
-    code = (f"import json; from bench.soak import run_soak; print(json.dumps(run_soak({str(tiny_bpe_gguf)!r}, "
-            f"tokens={TOKENS}, window={WINDOW}, turn_tokens={TURN}, sample_every={EVERY}, warmup={WARMUP}, seed=3)))")
+    code = (f"import json; from bench.soak import run_soak; "
+            f"print(json.dumps(run_soak({str(tiny_bpe_gguf)!r}, **{SOAK!r})))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
