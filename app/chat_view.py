@@ -2,7 +2,8 @@
 
 Each message is a small frame (role, status badges, Pin / Copy / Edit buttons) over a
 :class:`~app.markdown_view.MarkdownStack`.  Messages whose tokens have all left the KV window
-are drawn faded; a marker sits at the boundary ("N tokens out of view"); pinned messages (their
+are drawn faded, and the one message the window cuts has the start it no longer sees faded; a
+marker sits at the boundary ("N tokens out of view"); pinned messages (their
 tokens are sinks) carry a "pinned" marker.  The streamed reply is coalesced: :meth:`ChatView.append_stream` only
 appends to a buffer, and a ~30 Hz timer re-renders the one growing message.
 """
@@ -222,6 +223,9 @@ class MessageWidget(QFrame):
             text = ""
         self.memoryLabel.setText(text)
         self.memoryLabel.setVisible(bool(text))
+        # a message cut by the window: its start, which the model no longer sees, fades in place
+        cut = mem is not None and mem.partial and not m.pinned
+        self.body.set_unseen(1 - mem.in_cache / mem.tokens if cut else 0.0)
         faded = self.faded
         if self.property("faded") != faded:
             self.setProperty("faded", faded)
@@ -303,6 +307,8 @@ class ChatView(QScrollArea):
         self._keep = None  # (widget, its offset from the top of the view) to hold while a batch lays out
         self.out_of_view = 0  # tokens of shown messages the model no longer sees
         self._boundary: int | None = None  # first message below the "out of view" marker
+        self._faded_above = False  # whole messages above the marker are out of view
+        self._cut = False  # the message below the marker is cut: its start is out of view
         self._stream: MessageWidget | None = None
         self._pending: list[str] = []
         self._stick = True
@@ -532,6 +538,7 @@ class ChatView(QScrollArea):
         self._memory_args = (per_message, sink_tokens, system_tokens)
         out = 0
         boundary = 0  # index of the first message the model (partly) sees
+        self._faded_above = self._cut = False
         for i in range(self.offset + len(self.widgets)):
             mem = per_message.get(i)
             boundary = i
@@ -540,9 +547,11 @@ class ChatView(QScrollArea):
             if mem.faded:
                 out += mem.tokens
                 boundary = i + 1
+                self._faded_above = True
                 continue
             if mem.partial:
                 out += mem.tokens - mem.in_cache
+                self._cut = True
             break
         for k, w in enumerate(self.widgets):
             i = self.offset + k
@@ -572,8 +581,10 @@ class ChatView(QScrollArea):
         if local is None or local < 0 or local > len(self.widgets) or not self.widgets:
             self.boundary.setVisible(False)  # (among messages not built yet: nothing to mark)
             return
+        faded = [what for what, shown in (("the faded part above", self._faded_above or not self._cut),
+                                          ("the faded start of the message below", self._cut)) if shown]
         self.boundary.setText(
-            f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees the faded part above ▲")
+            f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees {' and '.join(faded)} ▲")
         anchor = self.widgets[local] if local < len(self.widgets) else None
         want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1  # before the stretch
         if self._layout.indexOf(self.boundary) != want - 1:

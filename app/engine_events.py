@@ -16,6 +16,8 @@ class ModelInfo:
     device: str
     plan: Any  # engine.budget.MemoryPlan actually allocated
     load_s: float
+    template: str = ""  # engine ChatTemplate.reason where a built-in turn format is used, else ""
+    template_error: str = ""  # why the file's own template was not used, when it has a broken one
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import Any, Callable
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM, DEFAULT_BUDGET, plan_memory
+from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM
 from engine.events import Done, PrefillProgress, Rebuilt, Stats, Token
 
 from .engine_events import (AutoSinks, CacheRebuilt, DevicesFound, Failed, HistoryLoaded, LibraryListed, LoadFailed,
@@ -59,7 +59,7 @@ class EngineConfig:
     """Everything the engine needs from the settings panel (plain values, no Qt)."""
 
     kv_dtype: str = "int8"
-    budget_bytes: int = DEFAULT_BUDGET
+    budget_bytes: int | None = None  # None: auto, sized to the model (engine.budget.auto_budget)
     window: int | None = None  # None / 0: as large as the budget allows
     sinks: int | str = "auto"  # "auto": the system prompt
     system: str = ""
@@ -169,7 +169,9 @@ class EngineWorker(QObject):
         Sinks are 0 here on purpose: the session adds its own (the system prompt or the number
         the user chose, plus pinned messages) and shrinks the window to keep the budget.
         """
-        return plan_memory(self.model.config, sinks=0, **cfg.plan_args())
+        from engine.session import session_plan
+
+        return session_plan(self.model, system=cfg.system or None, sinks=cfg.sinks, **cfg.plan_args())
 
     def system_tokens(self, system: str) -> int:
         """What "auto" sinks pin for `system`: its rendered turn, or 4 tokens without one."""
@@ -260,9 +262,7 @@ class EngineWorker(QObject):
     def _load_now(self, path: str | None, cfg: EngineConfig, history: list[dict] | None) -> tuple[str, str] | None:
         """Load; returns None, or (kind, message) of the failure (nothing is loaded then)."""
         t0 = time.monotonic()
-        self.session = None
-        self.model = None
-        self._loaded = None
+        self._release()
         try:
             self.event.emit(LoadProgress("Reading the model file…", 0, 4))
             self._device = _select_device(cfg.device)
@@ -287,9 +287,12 @@ class EngineWorker(QObject):
             gc.freeze()
             self.event.emit(LoadProgress("Ready", 4, 4))
             name = getattr(model, "name", "") or os.path.basename(resolved)
+            tpl = model.chat_template
+            builtin = getattr(tpl, "builtin", None) is not None
             self.event.emit(ModelLoaded(ModelInfo(resolved, name, model.config,
                                             getattr(self._device, "platform", cfg.device),
-                                            session.plan, time.monotonic() - t0)))
+                                            session.plan, time.monotonic() - t0,
+                                            tpl.reason if builtin else "", (tpl.load_error or "") if builtin else "")))
             self.event.emit(AutoSinks(cfg.system, self.system_tokens(cfg.system)))
             self._emit_stats()
             self._loaded = (path, cfg)
@@ -299,6 +302,27 @@ class EngineWorker(QObject):
             self.session = None
             self.model = None
             return describe_error(exc)
+
+    def _release(self) -> None:
+        """Let go of the model in service and of what it left in the process, before the next
+        one is read (issue 21: five swaps held ~40 MB more than a fresh start of the model in use)."""
+        held = self.model is not None or self.session is not None
+        self.session = None
+        self.model = None
+        self._loaded = None
+        if not held:
+            return
+        from engine import forward
+        from engine.sysmem import trim
+
+        # Loading froze the old model's objects (gc.freeze in _load_now): the ones in reference cycles
+        # (its chat template's Jinja environment, the session's closures) are freed only by a
+        # collection that sees them again. One full pass now, in a load that takes seconds anyway.
+        gc.unfreeze()
+        # jit keeps every step compiled for the old model (its config is a static argument) for
+        # good: ~30 of the ~40 MB. The new model's steps come back from the persistent cache.
+        forward.forget_compiled()
+        trim()  # collect, and hand the freed heap back to the system
 
     def _new_session(self, cfg: EngineConfig):
         from engine.session import ChatSession

@@ -21,7 +21,7 @@ import weakref
 from pathlib import Path
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QEvent, QMargins, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QActionGroup, QDesktopServices, QGuiApplication, QIcon, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.errors import PinwheelError
-from engine.budget import MIN_WINDOW
+from engine.budget import MIN_WINDOW, short_window_warning
 
 from .chat_view import PLACEHOLDER, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar
@@ -75,6 +75,22 @@ def _close_windows_at_exit() -> None:
 CHAT_SHARE = 0.6  # the chat keeps at least this share of the window's width; side panels give way
 SIDE_PANEL_WIDTH = 300  # settings and memory
 CONVERSATIONS_WIDTH = 200
+FIRST_SIZE = QSize(1280, 800)  # the first window, where its screen has room for it
+# A window's frame is unknown until the window manager has framed it (X11 does so after the
+# window is shown): until then, leave room for a title bar and borders as most draw them.
+FRAME_GUESS = QMargins(8, 40, 8, 8)
+
+
+def fit_rect(want: QRect, avail: QRect, frame: QMargins, minimum: QSize) -> QRect:
+    """`want` (a window's geometry, frame excluded) fitted with its `frame` into `avail`: no
+    larger than the room there, no smaller than `minimum` where the room allows, and moved no
+    further than it must be to lie inside."""
+    inner = avail.marginsRemoved(frame)
+    room = inner.size().expandedTo(QSize(1, 1))
+    size = want.size().boundedTo(room).expandedTo(minimum.boundedTo(room))
+    x = max(inner.left(), min(want.x(), inner.left() + room.width() - size.width()))
+    y = max(inner.top(), min(want.y(), inner.top() + room.height() - size.height()))
+    return QRect(QPoint(x, y), size)
 
 # store status <- what the window shows
 
@@ -142,7 +158,8 @@ class Banner(QFrame):
 
     def show_message(self, text: str, kind: str = "error", action: tuple[str, object] | None = None) -> None:
         colors = {"error": ("#7a1d1d", "#fde8e8"), "memory": ("#7a1d1d", "#fde8e8"),
-                  "store": ("#7a1d1d", "#fde8e8"), "notice": ("#1d4e7a", "#e8f1fd")}
+                  "store": ("#7a1d1d", "#fde8e8"), "notice": ("#1d4e7a", "#e8f1fd"),
+                  "warning": ("#6b4a00", "#fff3d1")}
         fg, bg = colors.get(kind, colors["error"])
         if self.palette().color(self.backgroundRole()).lightness() < 128:
             fg, bg = bg, fg
@@ -268,6 +285,7 @@ class MainWindow(QMainWindow):
         self.ui_state_path = self.settings_path.parent / "ui_state.json"
         self.ui_state = UiState.load(self.ui_state_path)
         self._forced = {"conversations": False, "side": False}  # opened by the user at a tight width
+        self._fitted = False  # fitted to its screen (on the first show)
 
         self.model_ready = False
         self.model_info = None
@@ -420,9 +438,13 @@ class MainWindow(QMainWindow):
         self.ttftLabel.setObjectName("statusTtft")
         self.cacheLabel = QLabel("cache —")
         self.cacheLabel.setObjectName("statusCache")
+        self.templateLabel = QLabel("")  # shown only while a built-in turn format is in use
+        self.templateLabel.setObjectName("statusTemplate")
+        self.templateLabel.hide()
         sb.addWidget(self.loadProgress)
         sb.addWidget(self.stageLabel, 1)
-        for w in (self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel, self.cacheLabel):
+        for w in (self.templateLabel, self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel,
+                  self.cacheLabel):
             sb.addPermanentWidget(w)
 
         self._build_menus()
@@ -437,7 +459,7 @@ class MainWindow(QMainWindow):
         self.sidePanel.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a frame, not a stop: its fields are
         self.chat.changed.connect(self._chain_tabs)
         self._chain_tabs()
-        self.resize(1280, 800)
+        self.resize(FIRST_SIZE)  # (fitted to the screen when first shown: fit_to_screen)
         self.input.setFocus()
 
     def _open_store(self) -> None:
@@ -577,6 +599,7 @@ class MainWindow(QMainWindow):
         self._serving_model_path = self.model_path
         self.loadProgress.hide()
         self.stageLabel.setText(f"Model ready in {info.load_s:.1f} s")
+        self._show_template(info)
         self.chat.placeholder.setText(PLACEHOLDER)
         if self._pending_settings is not None:  # loaded with new settings from the panel
             note = self._adopt_pending_settings()
@@ -591,11 +614,29 @@ class MainWindow(QMainWindow):
         self.gauge.set_plan(info.plan)
         self._update_cache_label(info.plan.sinks, info.plan.capacity)
         self._update_actions()
+        self._warn_if_short(info.plan)
         self.modelReady.emit()
         if self._send_when_ready:
             self._send_when_ready = False
             self.sendButton.setText("Send")
             QTimer.singleShot(0, self.send)
+
+    def _show_template(self, info) -> None:
+        """A file without a working chat template chats in a built-in turn format: say which and
+        why, in the status bar, with what it may mean in the tooltip."""
+        reason = getattr(info, "template", "")
+        self.templateLabel.setVisible(bool(reason))
+        if not reason:
+            return
+        name = reason.split(":", 1)[0]  # "built-in gemma"
+        self.templateLabel.setText(f"{name} format")
+        self.stageLabel.setText(f"{self.stageLabel.text()} · chatting in the {reason.split(' (')[0]}")
+        if info.template_error:
+            hint = f"The file's own template could not be used: {info.template_error}"
+        else:
+            hint = ("A file without a chat template may be a base model: its replies may not follow a "
+                    "conversation.")
+        self.templateLabel.setToolTip(f"Turn format: {reason}.\n{hint}")
 
     def _on_load_failed(self, kind: str, message: str) -> None:
         self.model_ready = False
@@ -821,7 +862,8 @@ class MainWindow(QMainWindow):
         wanted = stats.sink_tokens + tokens if pinned else stats.sink_tokens - tokens
         s = self.settings
         try:
-            new = session_plan(self.model_info.config, s.kv_dtype, s.budget_bytes, s.window_arg, wanted)
+            # pins come out of the running cache's budget (an auto budget is not re-sized for them)
+            new = session_plan(self.model_info.config, s.kv_dtype, stats.budget_bytes, s.window_arg, wanted)
         except PinwheelError as exc:
             return f"Can't pin {self.message_name(index)} ({tokens:,} tokens): {exc}", False
         verb = "Pin" if pinned else "Unpin"
@@ -869,13 +911,29 @@ class MainWindow(QMainWindow):
         s, self._pending_settings = self._pending_settings, None
         if s is None:
             return ""
-        self.settings = s
+        # the theme is the View menu's: the panel's copy of it dates from the panel's last
+        # Apply, and wrote a theme picked since back over it (in settings.json too)
+        self.settings = s.replace(theme=self.settings.theme)
         try:
-            save_settings(s, self.settings_path)
+            save_settings(self.settings, self.settings_path)
         except PinwheelError as exc:
             self.show_error(str(exc), "store")
             return " (in force for this session; they could not be saved)"
         return ""
+
+    def _warn_if_short(self, plan) -> None:
+        """Said when the model loads or a setting is applied, not only inside the preview: a
+        window this short forgets within a few messages."""
+        warning = short_window_warning(plan, self.model_info.config.context_length if self.model_info else None)
+        if warning:
+            self.show_error(warning, "warning", ("Use Auto memory", self.use_auto_memory))
+
+    def use_auto_memory(self) -> None:
+        """The auto budget, with no window cap of the user's: what a new user gets."""
+        s = self.settings.replace(kv_budget_mib=0.0, window=0)
+        self.settingsPanel.load(s)
+        self.banner.hide()
+        self.apply_settings(s)
 
     def _on_engine_failed(self, kind: str, message: str) -> None:
         if self._pending_settings is not None:  # the engine refused the new settings
@@ -894,6 +952,7 @@ class MainWindow(QMainWindow):
         what += self._adopt_pending_settings()
         self.settingsPanel.applied_ok(self.settings, plan, what)
         self.gauge.set_plan(plan)
+        self._warn_if_short(plan)
         if self.current_id is not None:
             self._store(self.store.set_conversation_settings, self.current_id, self._conversation_settings())
 
@@ -1103,6 +1162,34 @@ class MainWindow(QMainWindow):
         if old > 0 and new < old:  # shrinking: a panel the user opened at this width may go again
             self._forced = {k: False for k in self._forced}
         self._fit_panels()
+
+    def showEvent(self, e):  # noqa: N802
+        if not self._fitted:  # the first show: its screen is known now, and a restored geometry set
+            self._fitted = True
+            self.fit_to_screen()
+        super().showEvent(e)
+
+    def fit_to_screen(self) -> None:
+        """The window, frame included, inside its screen's available area: at QT_SCALE_FACTOR=2
+        on a 1920x1080 screen the first window was 2560x1600 pixels, Send and the title bar's
+        buttons off the screen. Its minimum size gives way only where the screen is smaller."""
+        screen = self.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return
+        geo, outer = self.geometry(), self.frameGeometry()
+        frame = QMargins(geo.left() - outer.left(), geo.top() - outer.top(),
+                         outer.right() - geo.right(), outer.bottom() - geo.bottom())
+        minimum = self.minimumSize().expandedTo(self.minimumSizeHint())
+        fitted = fit_rect(geo, screen.availableGeometry(), FRAME_GUESS if frame.isNull() else frame, minimum)
+        # a screen smaller than the minimum wins (in that direction only: the layout keeps the other)
+        if fitted.width() < minimum.width():
+            self.setMinimumWidth(fitted.width())
+        if fitted.height() < minimum.height():
+            self.setMinimumHeight(fitted.height())
+        if self.testAttribute(Qt.WidgetAttribute.WA_Moved):  # placed (a restored geometry): kept on screen
+            self.setGeometry(fitted)
+        else:  # the window manager places it
+            self.resize(fitted.size())
 
     def set_theme(self, name: str) -> None:
         """View → Theme: applied at once and kept in the settings file."""

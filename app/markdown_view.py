@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
 from PySide6.QtCore import QByteArray, QEvent, QPoint, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import (QColor, QGuiApplication, QPalette, QTextBlockFormat, QTextCursor, QTextDocument,
-                           QTextFormat)
+from PySide6.QtGui import (QColor, QGuiApplication, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor,
+                           QTextDocument, QTextFormat)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
@@ -68,6 +68,11 @@ def blend(a: QColor, b: QColor, t: float) -> QColor:
     )
 
 
+def _faded_text(pal: QPalette, group: QPalette.ColorGroup) -> QColor:
+    """The colour of text the model no longer sees: the text's, most of the way to the window's."""
+    return blend(pal.color(group, QPalette.ColorRole.Text), pal.color(group, QPalette.ColorRole.Window), 0.6)
+
+
 def _theme_link() -> str:
     app = QGuiApplication.instance()
     return app.palette().color(QPalette.ColorRole.Link).name() if app is not None else ""
@@ -92,12 +97,14 @@ class MarkdownView(QTextBrowser):
         self.viewport().setAutoFillBackground(False)
         self.setAutoFillBackground(False)
         self.document().setDocumentMargin(2)
+        self.document().setUndoRedoEnabled(False)  # read-only: the fade's format edits need no history
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.anchorClicked.connect(self.linkClicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(lambda p: self.menuRequested.emit(self.viewport().mapToGlobal(p)))
         self._markdown = ""
         self._faded = False
+        self._fade_to = 0  # characters at the start drawn faded (see fade_until)
         self._code = False
         self._rendered_link = _theme_link()
         self._retheme_pending = False
@@ -142,6 +149,8 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
         self._rendered_link = _theme_link()
         self._shade_code_blocks()
+        self._fade_to = min(self._fade_to, self.chars())
+        self._fade_range(0, self._fade_to)
         if self._code:
             # The cursor ends up after the last character, and a resize scrolls to it: a code
             # block opened at its right end. Keep it at the start, and where the user scrolled it
@@ -154,7 +163,8 @@ class MarkdownView(QTextBrowser):
             # This view's palette is its own (set_faded), so a new theme does not reach it, and
             # Qt's Markdown importer writes the theme's link colour into the text: links stayed
             # dark blue on a dark background. Rebuild both once every widget has the theme.
-            if _theme_link() != self._rendered_link and not self._retheme_pending:
+            # (a faded start is in a colour blended from the theme: rebuilt with it)
+            if (_theme_link() != self._rendered_link or self._fade_to) and not self._retheme_pending:
                 self._retheme_pending = True
                 QTimer.singleShot(0, self._retheme)
             self._shade_code_blocks()
@@ -197,6 +207,38 @@ class MarkdownView(QTextBrowser):
         self._faded = faded
         self._apply_palette()
 
+    def chars(self) -> int:
+        """Characters of the rendered text (the document's closing paragraph mark left out)."""
+        return self.document().characterCount() - 1
+
+    def fade_until(self, chars: int) -> None:
+        """Draw the first `chars` characters faded: the start of a message the model no longer
+        sees, the rest of it as usual. Less than before re-renders (the old fade is in the text)."""
+        chars = max(0, min(chars, self.chars()))
+        if chars == self._fade_to:
+            return
+        if chars < self._fade_to:
+            self._fade_to = chars
+            self._markdown, text = "", self._markdown
+            self.set_markdown(text)
+        else:
+            self._fade_range(self._fade_to, chars)
+            self._fade_to = chars
+
+    def faded_chars(self) -> int:
+        return self._fade_to
+
+    def _fade_range(self, start: int, end: int) -> None:
+        if end <= start:
+            return
+        base = self.parentWidget().palette() if self.parentWidget() else self.palette()
+        fmt = QTextCharFormat()
+        fmt.setForeground(_faded_text(base, QPalette.ColorGroup.Active))
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(min(end, self.chars()), QTextCursor.MoveMode.KeepAnchor)
+        cursor.mergeCharFormat(fmt)
+
     def _retheme(self) -> None:
         if self._markdown:  # first: the palette change below then finds the link colour current
             self._markdown, text = "", self._markdown
@@ -210,9 +252,7 @@ class MarkdownView(QTextBrowser):
         pal = QPalette(base)
         if self._faded:
             for group in (QPalette.ColorGroup.Active, QPalette.ColorGroup.Inactive):
-                text = base.color(group, QPalette.ColorRole.Text)
-                window = base.color(group, QPalette.ColorRole.Window)
-                pal.setColor(group, QPalette.ColorRole.Text, blend(text, window, 0.6))
+                pal.setColor(group, QPalette.ColorRole.Text, _faded_text(base, group))
         self.setPalette(pal)
 
     # -- size -----------------------------------------------------------------------
@@ -425,6 +465,7 @@ class MarkdownStack(QWidget):
         self.views: list[MarkdownView] = []
         self._pieces: list[str] = [""]  # the part of the text each view shows
         self._faded = False
+        self._unseen = 0.0  # the share of the text, from its start, drawn faded (set_unseen)
         self._view(0)
 
     def _view(self, i: int) -> MarkdownView:
@@ -449,6 +490,7 @@ class MarkdownStack(QWidget):
             v.deleteLater()
         del self.views[n:]
         self._pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])] or [""]
+        self._fade_start()
 
     def markdown_text(self) -> str:
         return "".join(self._pieces)
@@ -479,6 +521,22 @@ class MarkdownStack(QWidget):
         self._faded = faded
         for v in self.views:
             v.set_faded(faded)
+
+    def set_unseen(self, share: float) -> None:
+        """Fade this share of the text, from its start: a message the model's window has cut
+        (it sees only its last tokens) is faded where it no longer sees it.  Tokens are spread
+        evenly over the rendered characters: the engine counts tokens, not characters."""
+        share = max(0.0, min(share, 1.0))
+        if share != self._unseen:
+            self._unseen = share
+            self._fade_start()
+
+    def _fade_start(self) -> None:
+        sizes = [v.chars() for v in self.views]
+        left = round(sum(sizes) * self._unseen)
+        for v, n in zip(self.views, sizes):
+            v.fade_until(min(left, n))
+            left = max(left - n, 0)
 
     def setAccessibleName(self, name: str) -> None:  # noqa: N802
         super().setAccessibleName(name)

@@ -71,7 +71,7 @@ class MemoryGauge(QWidget):
         """Show an allocated plan before any stats arrive (just loaded / just applied)."""
         v = self.values
         v.kv_bytes, v.budget_bytes = plan.kv_bytes, plan.budget_bytes
-        v.capacity, v.window = plan.sinks + plan.window, plan.window
+        v.capacity, v.window, v.sink_tokens = plan.sinks + plan.window, plan.window, plan.sinks
         v.local_layers, v.local_slots = getattr(plan, "local_layers", 0), getattr(plan, "local_slots", None) or 0
         self.update()
 
@@ -105,13 +105,27 @@ class MemoryGauge(QWidget):
         self.setToolTip(self.summary().replace("; ", "\n"))  # one fact a line: fits a small screen
         self.update()
 
+    def slots(self) -> tuple[int, int, int]:
+        """(sinks, window used, free): the cache's slots, summing to its capacity. The sink slots
+        are the sinks' whether or not their tokens are in yet (at first start the legend read
+        "sinks 11 · window 0/917 · free 928" of 928 slots)."""
+        v = self.values
+        sinks = min(max(v.sink_tokens, 0), v.capacity)
+        used = min(max(v.cache_tokens - v.sink_tokens, 0), v.capacity - sinks)
+        return sinks, used, v.capacity - sinks - used
+
+    def legend(self) -> list[str]:
+        """The labels under the slots bar."""
+        sinks, used, free = self.slots()
+        return [f"sinks {sinks:,}", f"window {used:,}/{self.values.window:,}", f"free {free:,}"]
+
     def summary(self) -> str:
         v = self.values
-        free = max(v.capacity - v.cache_tokens, 0)
+        sinks, used, free = self.slots()
         parts = [
             f"KV cache {fmt_bytes(v.kv_bytes)} of {fmt_bytes(v.budget_bytes)} budget" + self._split(),
-            f"{v.sink_tokens:,} sink token{'s' if v.sink_tokens != 1 else ''}, "
-            f"window {max(v.cache_tokens - v.sink_tokens, 0):,} of {v.window:,} used, {free:,} slots free",
+            f"{sinks:,} sink token{'s' if sinks != 1 else ''}, "
+            f"window {used:,} of {v.window:,} used, {free:,} slots free",
             f"{v.evicted_tokens:,} tokens evicted of {v.tokens_seen:,} seen",
             f"weights {fmt_bytes(v.weight_bytes)}, process RSS {fmt_bytes(v.rss_bytes)}",
         ]
@@ -200,15 +214,13 @@ class MemoryGauge(QWidget):
         bar([(filled / budget, win_c), ((v.kv_bytes - filled) / budget, reserved)])
 
         cap = max(v.capacity, 1)
-        used_window = max(v.cache_tokens - v.sink_tokens, 0)
+        sinks, used_window, _free = self.slots()
         row("Cache slots", f"{v.cache_tokens:,} / {v.capacity:,}")
-        bar([(v.sink_tokens / cap, sink_c), (used_window / cap, win_c)])
+        bar([(sinks / cap, sink_c), (used_window / cap, win_c)])
         # legend
         p.setPen(text)
         sx = x0
-        for label, color in ((f"sinks {v.sink_tokens:,}", sink_c),
-                             (f"window {used_window:,}/{v.window:,}", win_c),
-                             (f"free {max(v.capacity - v.cache_tokens, 0):,}", base)):
+        for label, color in zip(self.legend(), (sink_c, win_c, base)):
             p.setBrush(color)
             p.setPen(QPen(mid, 1))
             p.drawRect(QRectF(sx, y + lh * 0.25, lh * 0.5, lh * 0.5))

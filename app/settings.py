@@ -44,6 +44,7 @@ DEVICES = ("cpu", "gpu")
 KV_DTYPES = ("int8", "bf16", "f32")
 THEMES = ("system", "light", "dark")
 
+SETTINGS_VERSION = 2  # 2: kv_budget_mib 0 means auto (version 1 had a fixed 11.5 MiB default)
 MAX_SETTINGS_FILE_BYTES = 1 << 20  # a settings file larger than this is treated as corrupt
 
 
@@ -114,8 +115,8 @@ _RULES: dict[str, Callable[[str, Any], str | None]] = {
     "model_path": _text(4096, path=True),
     "device": _choice(*DEVICES),
     "kv_dtype": _choice(*KV_DTYPES),
-    "kv_budget_mib": _number(0, 1_048_576, lo_open=True,
-                             hint="a size in MiB, more than 0 and at most 1048576"),
+    "kv_budget_mib": _number(0, 1_048_576,
+                             hint="0 (auto: sized to the model) or a size in MiB up to 1048576"),
     "window": _integer(0, 16_777_216,
                        hint="0 (largest that fits the budget) or a number of tokens up to 16777216"),
     "sinks": _integer(-1, 65_536, hint="-1 (auto: the system prompt) or a number of tokens from 0 to 65536"),
@@ -154,7 +155,7 @@ class AppSettings:
     model_path: str = ""  # empty: the default model
     device: str = "cpu"  # "cpu" | "gpu"
     kv_dtype: str = "int8"  # "int8" | "bf16" | "f32"
-    kv_budget_mib: float = 11.5
+    kv_budget_mib: float = 0.0  # 0: auto, sized to the model (11.5 is Needle 2's preset)
     window: int = 0  # 0: the largest window that fits the budget
     sinks: int = -1  # -1: auto (the system prompt)
     system_prompt: str = "You are a helpful assistant."
@@ -234,8 +235,9 @@ class AppSettings:
     # ------------------------------------------------------------------ engine arguments
 
     @property
-    def budget_bytes(self) -> int:
-        return int(round(self.kv_budget_mib * 1024 * 1024))
+    def budget_bytes(self) -> int | None:
+        """For plan_memory(budget_bytes=...): None means auto (sized to the model)."""
+        return int(round(self.kv_budget_mib * 1024 * 1024)) or None
 
     @property
     def window_arg(self) -> int | None:
@@ -322,8 +324,19 @@ def load_settings(path: str | Path | None = None) -> tuple[AppSettings, list[str
             f"Settings file {path} was unreadable ({reason}); defaults restored ({kept})"]
 
     notices: list[str] = []
-    settings = AppSettings.from_dict(data, notices)
+    settings = AppSettings.from_dict(_migrate(data), notices)
     return settings, [f"Settings file {path}: {n}" for n in notices]
+
+
+def _migrate(data: dict) -> dict:
+    """Bring a file written by an older version up to this one (a copy; the file is rewritten
+    at the next save). Version 1 (no "version" key) saved the fixed 11.5 MiB default whether or
+    not the user chose it, so that value becomes auto; a budget chosen since is kept as it is."""
+    data = dict(data)
+    version = data.pop("version", 1)
+    if version == 1 and data.get("kv_budget_mib") == 11.5:
+        data["kv_budget_mib"] = 0.0
+    return data
 
 
 def save_settings(settings: AppSettings, path: str | Path | None = None) -> Path:
@@ -334,7 +347,7 @@ def save_settings(settings: AppSettings, path: str | Path | None = None) -> Path
     """
     settings.ensure_valid()
     path = Path(path) if path is not None else default_settings_path()
-    text = json.dumps(settings.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps({"version": SETTINGS_VERSION, **settings.to_dict()}, indent=2, ensure_ascii=False) + "\n"
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

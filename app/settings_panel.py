@@ -9,8 +9,9 @@ the engine thread reports (:meth:`SettingsPanel.set_auto_sinks`).
 from __future__ import annotations
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -27,23 +28,30 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.budget import MIB, MIN_SLOTS, budget_slots, plan_memory
+from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW, NEEDLE_BUDGET, auto_budget,
+                           budget_slots, plan_memory, short_window_warning)
 from engine.errors import SettingsError
-from engine.budget import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW
 
 from .memory_gauge import fmt_bytes
 from .settings import AppSettings
 
+BUDGET_PRESETS = (("Auto (sized to the model)", "auto"), ("11.5 MiB (Needle 2)", "needle"), ("Custom", "custom"))
 KV_LABELS = {"int8": "int8 + scales (smallest)", "bf16": "bf16", "f32": "f32 (exact, largest)"}
 
 
-def session_plan(config, kv_dtype: str, budget_bytes: int, window: int | None, sinks: int):
+def session_plan(config, kv_dtype: str, budget_bytes: int | None, window: int | None, sinks: int,
+                 pinned: int = 0):
     """The plan a ChatSession runs with for these settings, `sinks` counting everything that is
-    pinned (the system prompt or the chosen number, plus pinned messages).  Like the session, it
-    keeps a window of at least MIN_WINDOW tokens; without that clamp it is plain plan_memory."""
+    pinned (the system prompt or the chosen number, plus `pinned` tokens of pinned messages).
+    Like the session, it keeps a window of at least MIN_WINDOW tokens. `budget_bytes` None is
+    the auto budget, sized (as engine.session.session_plan sizes it) beside the sinks without
+    the pinned messages: those take from the budget, as from any."""
+    rule = None
+    if budget_bytes is None:
+        budget_bytes, rule = auto_budget(config, kv_dtype, max(sinks - pinned, 0))
     slots = budget_slots(config, kv_dtype, budget_bytes)
     return plan_memory(config, kv_dtype=kv_dtype, budget_bytes=budget_bytes, window=window or None,
-                       sinks=max(0, min(sinks, slots - MIN_WINDOW)))
+                       sinks=max(0, min(sinks, slots - MIN_WINDOW)), budget_rule=rule)
 
 
 def _named(widget: QWidget, name: str, accessible: str) -> QWidget:
@@ -92,11 +100,22 @@ class SettingsPanel(QWidget):
         self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")
         for key, label in KV_LABELS.items():
             self.kvDtypeCombo.addItem(label, key)
+        self.budgetPresetCombo = _named(QComboBox(), "budgetPresetCombo", "Memory budget")
+        for label, key in BUDGET_PRESETS:
+            self.budgetPresetCombo.addItem(label, key)
+        self.budgetPresetCombo.setToolTip(
+            "Auto: room for the last 4,096 tokens of the chat (or the model's whole trained context, if "
+            "shorter), at most 10% of this machine's memory.\nNeedle 2: the fixed 11.5 MiB budget Pinwheel's "
+            "memory design comes from; it suits a small model, and gives a 1-4B model only a few hundred "
+            "tokens.\nCustom: a budget of your own.")
         self.budgetSpin = _named(QDoubleSpinBox(), "budgetSpin", "KV budget in MiB")
-        self.budgetSpin.setRange(0.1, 65536.0)
+        self.budgetSpin.setRange(0.1, 1_048_576.0)
         self.budgetSpin.setDecimals(1)
         self.budgetSpin.setSingleStep(0.5)
         self.budgetSpin.setSuffix(" MiB")
+        budget_row = QHBoxLayout()
+        budget_row.addWidget(self.budgetPresetCombo, 1)
+        budget_row.addWidget(self.budgetSpin, 1)
         self.windowSpin = _named(QSpinBox(), "windowSpin", "Window in tokens")
         self.windowSpin.setRange(0, 1_000_000)
         self.windowSpin.setSpecialValueText("largest that fits")
@@ -143,7 +162,7 @@ class SettingsPanel(QWidget):
         mem_box = QGroupBox("Memory (KV cache)")
         f = QFormLayout(mem_box)
         f.addRow("Precision", self.kvDtypeCombo)
-        f.addRow("Budget", self.budgetSpin)
+        f.addRow("Budget", budget_row)
         f.addRow("Window", self.windowSpin)
         f.addRow("Sinks", self.sinkSpin)
         f.addRow("System prompt", self.systemPromptEdit)
@@ -197,8 +216,25 @@ class SettingsPanel(QWidget):
         for sig in (self.kvDtypeCombo.currentIndexChanged, self.budgetSpin.valueChanged,
                     self.windowSpin.valueChanged, self.sinkSpin.valueChanged):
             sig.connect(self.refresh_preview)
+        self.budgetPresetCombo.currentIndexChanged.connect(self._preset_changed)
         self.systemPromptEdit.textChanged.connect(self._prompt_changed)
+        self._wheel_scrolls_the_panel()
         self.load(settings)
+
+    def _wheel_scrolls_the_panel(self) -> None:
+        """A wheel turn over a spin or combo box scrolls the panel, not the value (Sinks went
+        from "auto" to 9 under a scroll): only a box the user has focused takes it, and a wheel
+        no longer focuses one."""
+        for box in self.findChildren(QWidget):
+            if isinstance(box, (QAbstractSpinBox, QComboBox)):
+                box.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+                box.installEventFilter(self)
+
+    def eventFilter(self, obj, e):  # noqa: N802
+        if e.type() == QEvent.Type.Wheel and isinstance(obj, (QAbstractSpinBox, QComboBox)) and not obj.hasFocus():
+            e.ignore()  # on to the scroll area around the panel
+            return True
+        return super().eventFilter(obj, e)
 
     def _dspin(self, name: str, label: str, lo: float, hi: float, step: float, decimals: int) -> QDoubleSpinBox:
         s = _named(QDoubleSpinBox(), name, label)
@@ -217,7 +253,7 @@ class SettingsPanel(QWidget):
             i = self.deviceCombo.findData(s.device)
             self.deviceCombo.setCurrentIndex(max(i, 0))
             self.kvDtypeCombo.setCurrentIndex(max(self.kvDtypeCombo.findData(s.kv_dtype), 0))
-            self.budgetSpin.setValue(s.kv_budget_mib)
+            self._show_budget(s.kv_budget_mib)
             self.sinkSpin.setValue(s.sinks)
             self.windowSpin.setValue(s.window)
             if self.systemPromptEdit.toPlainText() != s.system_prompt:
@@ -242,7 +278,7 @@ class SettingsPanel(QWidget):
             model_path=self.modelEdit.text(),
             device=self.deviceCombo.currentData() or "cpu",
             kv_dtype=self.kvDtypeCombo.currentData(),
-            kv_budget_mib=round(self.budgetSpin.value(), 3),
+            kv_budget_mib=self.budget_mib(),
             window=self.windowSpin.value(),
             sinks=self.sinkSpin.value(),
             system_prompt=self.system_prompt(),
@@ -254,6 +290,36 @@ class SettingsPanel(QWidget):
             max_tokens=self.maxTokensSpin.value(),
             seed=self.seedSpin.value(),
         )
+
+    # -- the budget: a preset, or a size of the user's own ----------------------------
+
+    def _show_budget(self, mib: float) -> None:
+        """Show a saved budget (0 = auto) as its preset, or as a custom size."""
+        key = "auto" if mib == 0 else "needle" if int(round(mib * MIB)) == NEEDLE_BUDGET else "custom"
+        self.budgetPresetCombo.setCurrentIndex(self.budgetPresetCombo.findData(key))
+        if key != "auto":
+            self.budgetSpin.setValue(mib)
+        self.budgetSpin.setEnabled(key == "custom")
+
+    def _preset_changed(self, *_) -> None:
+        key = self.budgetPresetCombo.currentData()
+        if key == "needle":
+            self.budgetSpin.setValue(NEEDLE_BUDGET / MIB)
+        # "custom" starts from the size on show (auto's, when coming from auto), to edit from there
+        self.budgetSpin.setEnabled(key == "custom")
+        self.refresh_preview()
+
+    def budget_mib(self) -> float:
+        """The budget as the settings store it: 0 for auto."""
+        key = self.budgetPresetCombo.currentData()
+        if key == "auto":
+            return 0.0
+        return NEEDLE_BUDGET / MIB if key == "needle" else round(self.budgetSpin.value(), 3)
+
+    def budget_bytes(self) -> int | None:
+        """The edited budget in bytes; None for auto (sized to the model)."""
+        mib = self.budget_mib()
+        return int(round(mib * MIB)) if mib else None
 
     def set_devices(self, devices: list[str]) -> None:
         want = self.applied.device
@@ -307,9 +373,8 @@ class SettingsPanel(QWidget):
         sinks = self.sinks_for_plan()
         if sinks is None:  # auto, still being counted: the current count is the best guess
             sinks = self.applied_plan.sinks - self.pinned_tokens if self.applied_plan else AUTO_SINKS_WITHOUT_SYSTEM
-        return session_plan(self.config, self.kvDtypeCombo.currentData(),
-                            int(round(self.budgetSpin.value() * MIB)), self.windowSpin.value() or None,
-                            sinks + self.pinned_tokens)
+        return session_plan(self.config, self.kvDtypeCombo.currentData(), self.budget_bytes(),
+                            self.windowSpin.value() or None, sinks + self.pinned_tokens, self.pinned_tokens)
 
     def refresh_preview(self, *_):
         if self._loading:
@@ -318,21 +383,19 @@ class SettingsPanel(QWidget):
             self.previewLabel.setText("The plan appears here once the model has loaded.")
             return
         dtype = self.kvDtypeCombo.currentData()
-        budget = int(round(self.budgetSpin.value() * MIB))
-        try:
-            slots = budget_slots(self.config, dtype, budget)
-        except SettingsError as exc:
-            self.previewLabel.setText(f"⚠ {exc}")
-            self.applyButton.setEnabled(False)
-            return
-        # sinks leave the session's minimum window; the window can use what the sinks leave
-        self.sinkSpin.setMaximum(max(slots - MIN_WINDOW - self.pinned_tokens, 0))
         try:
             plan = self.preview_plan()
+            slots = budget_slots(self.config, dtype, plan.budget_bytes)
         except SettingsError as exc:
             self.previewLabel.setText(f"⚠ {exc}")
             self.applyButton.setEnabled(False)
             return
+        if self.budget_bytes() is None:  # auto: show the size it chose (greyed: not editable)
+            self.budgetSpin.blockSignals(True)
+            self.budgetSpin.setValue(plan.budget_bytes / MIB)
+            self.budgetSpin.blockSignals(False)
+        # sinks leave the session's minimum window; the window can use what the sinks leave
+        self.sinkSpin.setMaximum(max(slots - MIN_WINDOW - self.pinned_tokens, 0))
         cap = max(slots - plan.sinks, 1)
         if self.windowSpin.maximum() != cap:
             self.windowSpin.blockSignals(True)
@@ -356,7 +419,12 @@ class SettingsPanel(QWidget):
             f" (budget holds {plan.slots:,})<br>"
             f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
             f" · KV {fmt_bytes(plan.kv_bytes)} of "
-            f"{fmt_bytes(plan.budget_bytes)}{self._split_note(plan)}{self._floor_note(plan)}{change}")
+            f"{fmt_bytes(plan.budget_bytes)} ({plan.budget_rule}){self._split_note(plan)}{self._floor_note(plan)}"
+            f"{self._short_note(plan)}{change}")
+
+    def _short_note(self, plan) -> str:
+        warning = short_window_warning(plan, self.config.context_length)
+        return f"<br>⚠ {warning}" if warning else ""
 
     @staticmethod
     def _floor_note(plan) -> str:

@@ -31,17 +31,17 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None, help="GGUF file (default: the default model)")
     ap.add_argument("--applies", type=int, default=20)
     args = ap.parse_args(argv)
-    from engine import load_model, plan_memory
+    from engine import NEEDLE_BUDGET, load_model, plan_memory
     from engine.model_locator import default_model_path
     from engine.session import ChatSession
     from engine.sysmem import rss_bytes, trim
 
     m = load_model(args.model or default_model_path())
-    s = ChatSession(m, plan_memory(m.config))
+    s = ChatSession(m, plan_memory(m.config, budget_bytes=NEEDLE_BUDGET))  # one budget for every setting
     rss = []
     for i in range(args.applies):
         kv, window = SETTINGS[i % len(SETTINGS)]
-        s.apply_plan(plan_memory(m.config, kv, window=window))
+        s.apply_plan(plan_memory(m.config, kv, NEEDLE_BUDGET, window=window))
         s.warmup()
         list(s.send("hello", max_tokens=4))
         trim()

@@ -55,7 +55,7 @@ def run_soak(
 ) -> dict:
     """Run the soak and return its record (samples, start/end figures, error if any); with
     keep_session, also the soaked session and its plan under "_session" (not JSON)."""
-    from engine.budget import DEFAULT_BUDGET
+    from engine.budget import NEEDLE_BUDGET
     from engine.budget import plan_memory
     from engine.events import Done, Token
     from engine.gguf_loader import load_model
@@ -68,7 +68,7 @@ def run_soak(
     path = locate_model(model_path)
     model = load_model(path)
     load_s = time.perf_counter() - t_load
-    plan = plan_memory(model.config, kv_dtype, DEFAULT_BUDGET, window=window, sinks=4)
+    plan = plan_memory(model.config, kv_dtype, NEEDLE_BUDGET, window=window, sinks=4)
     sampling = SamplingParams().with_(seed=seed, max_tokens=turn_tokens, ignore_eos=True,
                                       repetition_penalty=repeat_penalty, temperature=temperature)
     session = ChatSession(model, plan, sampling=sampling, sinks=4)

@@ -11,7 +11,7 @@ from importlib import import_module
 from .version import __version__
 
 _EXPORTS = {
-    "DEFAULT_BUDGET": "budget", "MemoryPlan": "budget", "plan_memory": "budget",
+    "NEEDLE_BUDGET": "budget", "auto_budget": "budget", "MemoryPlan": "budget", "plan_memory": "budget",
     "ModelFileError": "errors", "PinwheelError": "errors", "SettingsError": "errors",
     "TemplateError": "errors", "Model": "gguf_loader", "load_model": "gguf_loader",
     "SamplingParams": "sampler", "score": "scoring", "ChatSession": "session",

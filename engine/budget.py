@@ -4,6 +4,12 @@ Needle sizes its window from an ~11.5 MiB budget: bytes per cached position for 
 shape and the KV precision, the largest multiple of 32 positions that fits, clamped to
 [160, context length]. A user window can only shrink it; sinks live inside the same slots.
 
+Needle's 11.5 MiB suits its own small model; at 1.7B it buys 160 slots. So the default budget
+("auto") is sized to the model: the bytes of a 4,096-token window plus the sinks (or of the
+trained context, if shorter), at most 10% of the machine's RAM. It is still a byte budget
+turned into a window, allocated once; only where the number comes from differs. Needle's
+budget stays a named preset (NEEDLE_BUDGET).
+
 Models with sliding-window (local) layers (Gemma 3) pay for those layers only up to what they
 can see: a local layer holds min(sliding window + sinks, capacity) slots, a global layer the
 whole capacity, and the budget rule sizes the global capacity with that split counted.
@@ -11,13 +17,17 @@ Pure Python on purpose: the settings panel calls it on every keystroke.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 
 from .config import ModelConfig
 from .errors import SettingsError
 
 MIB = 1024 * 1024
-DEFAULT_BUDGET = 11 * MIB + 512 * 1024  # 11.5 MiB, Needle's KV_BUDGET_BYTES
+NEEDLE_BUDGET = 11 * MIB + 512 * 1024  # 11.5 MiB, Needle's KV_BUDGET_BYTES: a named preset
+AUTO_WINDOW = 4096  # the auto budget's window: room for a real conversation on a 1-4B model
+RAM_SHARE = 0.10  # the auto budget never takes more of the machine's RAM than this
+SHORT_WINDOW = 1024  # a window below this forgets within a few messages: the user is told
 KV_GROUP = 32  # int8 scale group, and the slot granularity
 MIN_SLOTS = 160  # Needle's KV_WINDOW_MIN
 KV_DTYPES = ("int8", "bf16", "f32")
@@ -37,6 +47,7 @@ class MemoryPlan:
     kv_bytes: int  # what is allocated: capacity * bytes_per_position + local layers' slots
     local_layers: int = 0  # sliding-window layers (Gemma 3); 0 for other families
     local_slots: int | None = None  # slots each local layer holds; None without local layers
+    budget_rule: str = ""  # where budget_bytes came from, e.g. "auto: 4,096 tokens"
 
     @property
     def capacity(self) -> int:
@@ -69,9 +80,15 @@ def local_slots(config: ModelConfig, capacity: int, sinks: int) -> int | None:
     return min(config.sliding_window + sinks, capacity) if config.local_layers else None
 
 
+def cache_bytes(config: ModelConfig, kv_dtype: str, capacity: int, sinks: int) -> int:
+    """Bytes of a cache whose global layers hold `capacity` slots (local layers their reach)."""
+    local = local_slots(config, capacity, sinks) or 0
+    return (config.global_layers * capacity + config.local_layers * local) * layer_bytes_per_position(config, kv_dtype)
+
+
 def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int, sinks: int = 4) -> int:
     """Largest multiple of 32 global slots whose cache (local layers counted) fits the budget,
-    at least 160, at most the context."""
+    at least 160, at most the context (the whole context, when the budget holds it)."""
     per_layer = layer_bytes_per_position(config, kv_dtype)
     room = int(budget_bytes) // per_layer  # layer-positions the budget buys
     G, Lc, reach = config.global_layers, config.local_layers, config.sliding_window + max(int(sinks), 0)
@@ -80,22 +97,79 @@ def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int, sinks: i
         wide = (room - Lc * reach) // G // KV_GROUP * KV_GROUP  # once they stop at their reach
         if wide >= reach:
             slots = max(slots, wide)
-    return max(MIN_SLOTS, min(slots, config.context_length))
+    ctx = config.context_length
+    if slots < ctx and int(budget_bytes) >= cache_bytes(config, kv_dtype, ctx, sinks):
+        slots = ctx  # a context that is not a multiple of 32 still fits whole
+    return max(MIN_SLOTS, min(slots, ctx))
+
+
+@functools.lru_cache(maxsize=1)
+def machine_ram() -> int:
+    """This machine's physical memory in bytes (the auto budget's cap is a share of it)."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def auto_budget(config: ModelConfig, kv_dtype: str = "int8", sinks: int = 4,
+                ram_bytes: int | None = None) -> tuple[int, str]:
+    """The default budget and the rule that chose it: the bytes of a window of AUTO_WINDOW
+    tokens beside `sinks` (or of the trained context, if that is shorter), capped at RAM_SHARE
+    of the machine's RAM. When the cap binds, the window shrinks, and the rule says so."""
+    sinks = max(int(sinks), 0)
+    ctx = config.context_length
+    want = min(-(-(AUTO_WINDOW + sinks) // KV_GROUP) * KV_GROUP, ctx)
+    need = cache_bytes(config, kv_dtype, want, sinks)
+    ram = machine_ram() if ram_bytes is None else int(ram_bytes)
+    cap = int(ram * RAM_SHARE)
+    if need > cap:
+        return cap, f"auto: capped at 10% of RAM ({cap / MIB:,.0f} MiB of {ram / 2**30:,.1f} GiB)"
+    if want == ctx and AUTO_WINDOW + sinks > ctx:
+        return need, f"auto: the trained context, {ctx:,} tokens"
+    return need, f"auto: {AUTO_WINDOW:,} tokens"
+
+
+def named_rule(budget_bytes: int) -> str:
+    """The rule of a budget the user set: Needle's preset by name, any other by its size."""
+    if int(budget_bytes) == NEEDLE_BUDGET:
+        return "11.5 MiB (Needle 2)"
+    return f"set: {budget_bytes / MIB:,.4g} MiB"
+
+
+def short_window_warning(plan: MemoryPlan, context_length: int | None = None) -> str | None:
+    """A plain-words warning when a plan leaves the model too little recent text to chat in
+    (none when the window is all the model was trained to see: more would not help)."""
+    if plan.window >= SHORT_WINDOW or (context_length and plan.capacity >= context_length):
+        return None
+    words = int(plan.window * 0.75) // 10 * 10 or plan.window  # ~0.75 English words a token
+    return (f"This memory setting lets the model see only the last {plan.window:,} tokens (about "
+            f"{words:,} words) of the chat, so it will forget what was said a few messages ago. "
+            f"The auto memory budget gives it {AUTO_WINDOW:,} tokens.")
 
 
 def plan_memory(
     config: ModelConfig,
     kv_dtype: str = "int8",
-    budget_bytes: int | float = DEFAULT_BUDGET,
+    budget_bytes: int | float | None = None,
     window: int | None = None,
     sinks: int = 4,
+    *,
+    ram_bytes: int | None = None,
+    budget_rule: str | None = None,
 ) -> MemoryPlan:
-    """The cache the engine will allocate for this model and setting.
+    """The cache the engine will allocate for this model and setting. `budget_bytes` None is
+    the auto budget (auto_budget); `budget_rule` names a budget's origin when the caller knows
+    it better (a session re-planning its base plan's bytes keeps the base plan's rule).
 
     Raises SettingsError with what would fit when the setting is impossible.
     """
-    if budget_bytes is None or not budget_bytes > 0:
+    if budget_bytes is None:
+        layer_bytes_per_position(config, kv_dtype)  # an unknown precision says so first
+        budget_bytes, rule = auto_budget(config, kv_dtype, sinks, ram_bytes)
+    elif not budget_bytes > 0:
         raise SettingsError(f"KV budget must be positive (got {budget_bytes})")
+    else:
+        rule = named_rule(budget_bytes)
     per_pos = bytes_per_position(config, kv_dtype)
     slots = budget_slots(config, kv_dtype, budget_bytes, sinks)
     sinks = int(sinks)
@@ -125,4 +199,5 @@ def plan_memory(
         kv_bytes=capacity * per_pos + local_bytes,
         local_layers=config.local_layers,
         local_slots=local,
+        budget_rule=budget_rule or rule,
     )

@@ -267,7 +267,33 @@ class ChatTemplate:
             tpl.load_error = str(e)
             return tpl
 
+    @classmethod
+    def for_model(cls, source: str | None, *, family_format: str, has_special: Callable[[str], bool],
+                  **kwargs: Any) -> ChatTemplate:
+        """The file's own template; where it has none, or one that does not compile, the built-in
+        turn format (engine.turn_formats) its family and its vocabulary's special tokens call
+        for, never one whose markers the vocabulary lacks. ``origin`` says which and why."""
+        from .turn_formats import choose_format
+
+        load_error = None
+        if source is not None and not (isinstance(source, str) and not source.strip()):
+            try:
+                return cls(source, **kwargs)
+            except TemplateError as e:
+                load_error = str(e)
+        fmt, why = choose_format(family_format, has_special)
+        tpl = cls(fmt.source, **kwargs)
+        tpl.is_fallback, tpl.load_error, tpl.builtin, tpl.end_of_turn = True, load_error, fmt.name, fmt.end_of_turn
+        lacks = "the file has none" if load_error is None else "the file's own does not work"
+        tpl.origin = f"built-in {fmt.name}: {lacks}"
+        tpl.reason = f"{tpl.origin} ({why})"
+        return tpl
+
     load_error: str | None = None
+    origin = "the file's own"  # or "built-in gemma: the file has none", ...
+    reason = origin  # origin, with why that format (the markers the vocabulary has)
+    builtin: str | None = None  # the built-in turn format's name, when one is used
+    end_of_turn = ""  # the built-in format's end-of-turn token ("": the file's own rules)
 
     def _guarded(self, fn: Callable[[], Any], what: str) -> Any:
         from jinja2.exceptions import TemplateSyntaxError, UndefinedError

@@ -12,8 +12,24 @@ import sys
 import time
 from pathlib import Path
 
-from .budget import DEFAULT_BUDGET, KV_DTYPES, MIB
+from .budget import KV_DTYPES, MIB, short_window_warning
 from .errors import PinwheelError, SettingsError
+
+BUDGET_HELP = ("KV cache budget in MiB, or 'auto' (default: a 4,096-token window, or the model's trained "
+               "context if shorter, at most 10%% of RAM); 11.5 is Needle 2's budget")
+
+
+def _budget_mib(text: str) -> float | None:
+    """--kv-budget-mib: a size in MiB, or 'auto' (None)."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB or 'auto', not {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive size in MiB (got {text})")
+    return value
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -22,8 +38,7 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                    help="GGUF file, or a name `pinwheel models` lists (default: $PINWHEEL_MODEL, the models "
                         "folder, SmolLM2-135M)")
     g.add_argument("--kv-dtype", choices=KV_DTYPES, default="int8", help="KV cache precision (default int8)")
-    g.add_argument("--kv-budget-mib", type=float, default=DEFAULT_BUDGET / MIB, metavar="X",
-                   help="KV cache budget in MiB (default 11.5)")
+    g.add_argument("--kv-budget-mib", type=_budget_mib, default=None, metavar="X", help=BUDGET_HELP)
     g.add_argument("--window", type=int, default=None, metavar="N", help="cap the sliding window (tokens)")
     g.add_argument("--sinks", default=None, metavar="N", help="pinned sink tokens (chat default: the system prompt)")
 
@@ -69,8 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--json", action="store_true", help="one JSON object per model")
     m.add_argument("--dir", action="append", default=[], metavar="DIR", help="also look in DIR (repeatable)")
     m.add_argument("--kv-dtype", choices=KV_DTYPES, default="int8", help="KV cache precision of the plan (default int8)")
-    m.add_argument("--kv-budget-mib", type=float, default=DEFAULT_BUDGET / MIB, metavar="X",
-                   help="KV cache budget in MiB (default 11.5)")
+    m.add_argument("--kv-budget-mib", type=_budget_mib, default=None, metavar="X", help=BUDGET_HELP)
     m.add_argument("--window", type=int, default=None, metavar="N", help="cap the sliding window (tokens)")
     m.add_argument("--all", action="store_true", help="also list files Pinwheel cannot run")
     return ap
@@ -95,14 +109,27 @@ def _load(args):
     return load_model(locate(args.model))
 
 
+def _budget_bytes(args) -> int | None:
+    return None if args.kv_budget_mib is None else int(args.kv_budget_mib * MIB)
+
+
+def _check_window(args) -> None:
+    if args.window is not None and args.window <= 0:
+        raise SettingsError(f"--window must be positive (got {args.window})")
+
+
 def _plan(args, config, sinks):
     from .budget import plan_memory
 
-    if args.kv_budget_mib is None or not args.kv_budget_mib > 0:
-        raise SettingsError(f"--kv-budget-mib must be positive (got {args.kv_budget_mib})")
-    if args.window is not None and args.window <= 0:
-        raise SettingsError(f"--window must be positive (got {args.window})")
-    return plan_memory(config, args.kv_dtype, int(args.kv_budget_mib * MIB), window=args.window, sinks=sinks)
+    _check_window(args)
+    return plan_memory(config, args.kv_dtype, _budget_bytes(args), window=args.window, sinks=sinks)
+
+
+def _warn_short(plan, config) -> None:
+    """A window too short to chat in is said on stderr as well as in the plan."""
+    warning = short_window_warning(plan, config.context_length)
+    if warning:
+        print(f"pinwheel: note: {warning}", file=sys.stderr)
 
 
 def cmd_plan(args) -> int:
@@ -113,17 +140,31 @@ def cmd_plan(args) -> int:
     check_header(path)
     cfg = config_from_metadata(metadata(read_gguf(path)))  # no weights needed for a plan
     plan = _plan(args, cfg, _sinks_arg(args.sinks, 4))
+    _warn_short(plan, cfg)
     d = plan.to_dict()
     if args.json:
         print(json.dumps(d))
     else:
         print(f"model              {cfg.name or path.name} ({cfg.arch}, {cfg.n_layers} layers, kv_dim {cfg.kv_dim})")
-        for k in ("kv_dtype", "budget_bytes", "bytes_per_position", "slots", "sinks", "window", "kv_bytes"):
+        for k in ("kv_dtype", "budget_bytes", "budget_rule", "bytes_per_position", "slots", "sinks", "window",
+                  "kv_bytes"):
             print(f"{k:<18} {d[k]:,}" if isinstance(d[k], int) else f"{k:<18} {d[k]}")
         if plan.local_layers:
             print(f"{'local_layers':<18} {plan.local_layers} of {cfg.n_layers} (sliding window {cfg.sliding_window}), "
                   f"{plan.local_slots:,} slots each; the {cfg.global_layers} global layers hold {plan.capacity:,}")
     return 0
+
+
+def _note_template(template) -> None:
+    """A file without a working chat template chats in a built-in format: say which, and why."""
+    if template.builtin is None:
+        return
+    print(f"pinwheel: note: using the {template.reason}.", file=sys.stderr)
+    if template.load_error:
+        print(f"pinwheel: note: the file's template: {template.load_error}", file=sys.stderr)
+    else:
+        print("pinwheel: note: a file without a chat template may be a base model: its replies may not "
+              "follow a conversation.", file=sys.stderr)
 
 
 def cmd_chat(args) -> int:
@@ -137,9 +178,16 @@ def cmd_chat(args) -> int:
         repetition_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens,
         ignore_eos=args.ignore_eos,
     )
-    plan = _plan(args, model.config, 4)
-    session = ChatSession(model, plan, system=args.system, sampling=sampling,
-                          sinks=_sinks_arg(args.sinks, "auto"), speculative=args.speculative)
+    from .session import session_plan
+
+    _check_window(args)
+    sinks = _sinks_arg(args.sinks, "auto")
+    plan = session_plan(model, args.kv_dtype, _budget_bytes(args), window=args.window, system=args.system,
+                        sinks=sinks)
+    session = ChatSession(model, plan, system=args.system, sampling=sampling, sinks=sinks,
+                          speculative=args.speculative)
+    _warn_short(session.plan, model.config)
+    _note_template(model.chat_template)
     session.warmup()  # compile now, so the reported speeds are the model's, not XLA's compiler
 
     def answer(text: str) -> None:
@@ -160,6 +208,7 @@ def cmd_chat(args) -> int:
                 "evicted_tokens": st.evicted_tokens, "tokens_seen": st.tokens_seen,
                 "sinks": st.sink_tokens, "window": st.window, "rss_bytes": st.rss_bytes,
                 "weight_bytes": st.weight_bytes, "speculative": done.draft if args.speculative else None,
+                "template": model.chat_template.origin, "budget_rule": session.plan.budget_rule,
             }), flush=True)
         else:
             sys.stdout.write("\n")
@@ -240,9 +289,7 @@ VERDICTS = {"fits": "fits", "tight": "tight", "no": "does not fit", None: ""}
 def cmd_models(args) -> int:
     from .library import library
 
-    if args.kv_budget_mib is None or not args.kv_budget_mib > 0:
-        raise SettingsError(f"--kv-budget-mib must be positive (got {args.kv_budget_mib})")
-    rows = library(args.dir, kv_dtype=args.kv_dtype, budget_bytes=int(args.kv_budget_mib * MIB), window=args.window)
+    rows = library(args.dir, kv_dtype=args.kv_dtype, budget_bytes=_budget_bytes(args), window=args.window)
     if not args.all and not args.json:
         rows = [r for r in rows if r.supported] + [r for r in rows if not r.supported and not r.note.startswith(
             ("vision projector", "LoRA adapter"))]

@@ -28,6 +28,7 @@ class Family:
     activation: str = "silu"
     partial_rotary: bool = False  # rope.dimension_count may be smaller than the head (NEOX only)
     rope_factors: tuple[str, ...] = ()  # optional per-frequency factor tensors (global names)
+    turn_format: str = "chatml"  # engine.turn_formats: used when a file has no chat template
     traits: Callable[[dict, ModelConfig], dict[str, Any]] = field(default=lambda md, cfg: {})
 
     def config_traits(self, md: dict, cfg: ModelConfig) -> dict[str, Any]:
@@ -68,12 +69,14 @@ def _phi3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
 FAMILIES: dict[str, Family] = {
     f.arch: f
     for f in (
-        Family("llama", permuted_qk=True, rope_factors=("rope_freqs.weight",)),
+        Family("llama", permuted_qk=True, rope_factors=("rope_freqs.weight",), turn_format="llama3"),
         Family("qwen2", qkv_bias=True),
         Family("qwen3", qk_norm=True),
-        Family("gemma3", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma3),
+        Family("gemma3", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma3,
+               turn_format="gemma"),
         Family("phi3", fused_qkv=True, fused_gate_up=True, partial_rotary=True,
-               rope_factors=("rope_factors_short.weight", "rope_factors_long.weight"), traits=_phi3),
+               rope_factors=("rope_factors_short.weight", "rope_factors_long.weight"), traits=_phi3,
+               turn_format="phi3"),
     )
 }
 SUPPORTED_ARCHS = tuple(FAMILIES)

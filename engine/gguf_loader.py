@@ -546,14 +546,12 @@ def _mb(n: int) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
 
 
-def check_fits(name: str, weights: int, kv_bytes: int | None = None) -> None:
+def check_fits(name: str, weights: int, kv_bytes: int) -> None:
     """Refuse, before allocating anything, a model whose weights and cache exceed the memory
     the machine has available now (psutil's estimate of what can be had without swapping)."""
     import psutil
 
-    from .budget import DEFAULT_BUDGET
-
-    need = weights + (DEFAULT_BUDGET if kv_bytes is None else kv_bytes)
+    need = weights + kv_bytes
     available = psutil.virtual_memory().available
     if need > available:
         raise NotEnoughMemoryError(
@@ -584,6 +582,7 @@ def check_model_file(path: str | os.PathLike) -> ModelConfig:
 
 def load_model(path: str | os.PathLike) -> Model:
     """Load a GGUF chat model; every failure is a ModelFileError with one clear line."""
+    from .budget import auto_budget
     from .chat_template import ChatTemplate
     from .tokenizer import Tokenizer
 
@@ -602,15 +601,18 @@ def load_model(path: str | os.PathLike) -> Model:
             f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}"
         )
     tensors = _Tensors(reader, size)
-    check_fits(p.name, weight_bytes(cfg, tensors.type_of))
+    check_fits(p.name, weight_bytes(cfg, tensors.type_of), auto_budget(cfg)[0])  # the default cache
     try:
         params, freq = load_params(cfg, tensors)
         tensors.release_pages()
     except MemoryError:
         raise ModelFileError(f"not enough memory to load {p.name}") from None
-    # A template that does not even compile falls back to ChatML; the app shows load_error.
-    template = ChatTemplate.with_fallback(
-        md.get("tokenizer.chat_template") or None,
+    # No template, or one that does not even compile: the family's built-in turn format, as far
+    # as the vocabulary has its markers (template.origin says which; the app shows load_error).
+    template = ChatTemplate.for_model(
+        md.get("tokenizer.chat_template"),
+        family_format=_family(cfg).turn_format,
+        has_special=tok.has_special,
         bos_token=tok.bos_text or "",
         eos_token=tok.eos_text or "",
     )

@@ -68,8 +68,31 @@ class ModelEntry:
         return d
 
 
-def _quant(tensors: dict) -> str | None:
-    """The type most of the weight matrices are stored in (what people call the quantization)."""
+def _quant(md: dict, tensors: dict) -> str | None:
+    """The file's quantization as its maker named it (general.file_type: Q4_K_M, IQ4_XS, F16);
+    without that key, the type most of the weight matrices are stored in. A mixed file's largest
+    tensor is not its name: a Q4_K_M with a Q8_0 embedding would read "Q8_0"."""
+    named = _file_type_name(md.get("general.file_type"))
+    return named if named is not None else _largest_type(tensors)
+
+
+def _file_type_name(value) -> str | None:
+    """llama.cpp's file type number -> its name (gguf.LlamaFileType: MOSTLY_Q4_K_M -> Q4_K_M,
+    ALL_F32 -> F32); None for a missing, odd or unknown value."""
+    import gguf
+
+    if not isinstance(value, int) or isinstance(value, bool):
+        return None
+    try:
+        # GUESSED is a flag llama.cpp ORs in when it guessed the type itself
+        name = gguf.LlamaFileType(value & ~gguf.LlamaFileType.GUESSED).name
+    except ValueError:
+        return None
+    return name.split("_", 1)[1] if name.startswith(("MOSTLY_", "ALL_")) else None
+
+
+def _largest_type(tensors: dict) -> str | None:
+    """The type most of the weight matrices are stored in."""
     counts = Counter()
     for t, shape in tensors.values():
         if len(shape) == 2:
@@ -95,7 +118,7 @@ def describe(path: str | Path, source: str = "folder", *, kv_dtype: str = "int8"
              window: int | None = None, sinks: int = 4, available: int | None = None, name: str | None = None,
              parts: list[Path] | None = None, app_window: bool = True) -> ModelEntry:
     """One row of the library, from the header alone; never raises for a bad file."""
-    from .budget import DEFAULT_BUDGET, plan_memory
+    from .budget import plan_memory
     from .families import SUPPORTED_ARCHS
     from .gguf_loader import config_from_metadata, weight_bytes
 
@@ -125,7 +148,7 @@ def describe(path: str | Path, source: str = "folder", *, kv_dtype: str = "int8"
     if isinstance(gname, str) and gname.strip() and name is None:
         e.extra["general_name"] = gname.strip()
     e.params = _params(tensors) or None
-    e.quant = _quant(tensors)
+    e.quant = _quant(md, tensors)
     if e.arch is not None:
         ctx = md.get(f"{e.arch}.context_length")
         e.context_length = int(ctx) if isinstance(ctx, int) and not isinstance(ctx, bool) else None
@@ -150,7 +173,7 @@ def describe(path: str | Path, source: str = "folder", *, kv_dtype: str = "int8"
     try:
         cfg = config_from_metadata(md, n_vocab_tokens=vocab or None)
         e.weight_bytes = weight_bytes(cfg, lambda n: tensors[n][0] if n in tensors else None)
-        plan = plan_memory(cfg, kv_dtype, DEFAULT_BUDGET if budget_bytes is None else budget_bytes,
+        plan = plan_memory(cfg, kv_dtype, budget_bytes,  # None: the auto budget
                            window=window, sinks=sinks)
     except (PinwheelError, KeyError, ValueError, TypeError) as exc:
         e.note = " ".join(str(exc).split())[:200]

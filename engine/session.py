@@ -19,7 +19,7 @@ from typing import Iterator
 import numpy as np
 
 from . import forward
-from .budget import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW, MemoryPlan, plan_memory  # noqa: F401 (re-exported)
+from .budget import AUTO_SINKS_WITHOUT_SYSTEM, MIN_WINDOW, MemoryPlan, auto_budget, plan_memory  # noqa: F401 (re-exported)
 from .decoder import DRAFT_ROWS, Decoder
 from .draft import DraftStats, PromptLookup, next_tokens
 from .errors import SettingsError
@@ -50,6 +50,40 @@ def common_prefix(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def _render_system(template, system: str | None) -> str:
+    if not system:
+        return ""
+    return template.render([{"role": "system", "content": system}], add_generation_prompt=False)
+
+
+def _encode(tok, text: str, first: bool = False) -> list[int]:
+    # A template that already starts with the BOS text must not get a second BOS.
+    add_bos = first and tok.add_bos and not (tok.bos_text and text.startswith(tok.bos_text))
+    return tok.encode(text, add_bos=add_bos, parse_special=True)
+
+
+def count_sink_tokens(model, system: str | None, sinks: int | str = "auto") -> int:
+    """How many sink tokens a system prompt and sink setting pin: the number given, or for
+    "auto" the rendered system turn (4 tokens without one). Known before a session exists, so
+    the auto budget can leave the window its full size beside them."""
+    if sinks not in ("auto", None, -1):
+        return int(sinks)
+    text = _render_system(model.chat_template, system)
+    return len(_encode(model.tokenizer, text, first=True)) if text else AUTO_SINKS_WITHOUT_SYSTEM
+
+
+def session_plan(model, kv_dtype: str = "int8", budget_bytes: int | None = None, window: int | None = None,
+                 system: str | None = None, sinks: int | str = "auto") -> MemoryPlan:
+    """The base plan to hand a ChatSession for these settings. Its sinks are 0: the session adds
+    its own and shrinks the window to keep the budget. The auto budget (budget_bytes None) is
+    sized with the sinks this system prompt pins, so the window beside them is the full
+    AUTO_WINDOW; pinned messages later take from it, as they do from any budget."""
+    rule = None
+    if budget_bytes is None:
+        budget_bytes, rule = auto_budget(model.config, kv_dtype, count_sink_tokens(model, system, sinks))
+    return plan_memory(model.config, kv_dtype, budget_bytes, window=window, sinks=0, budget_rule=rule)
 
 
 class ChatSession:
@@ -84,21 +118,14 @@ class ChatSession:
         return self._encode(self._system_text, first=True) if self._system_text else []
 
     def _render_system(self, system: str | None) -> str:
-        if not system:
-            return ""
-        return self.template.render([{"role": "system", "content": system}], add_generation_prompt=False)
+        return _render_system(self.template, system)
 
     def count_sink_tokens(self, system: str | None, sinks: int | str = "auto") -> int:
         """How many sink tokens a system prompt and sink setting would pin (for previews)."""
-        if sinks not in ("auto", None, -1):
-            return int(sinks)
-        text = self._render_system(system)
-        return len(self._encode(text, first=True)) if text else AUTO_SINKS_WITHOUT_SYSTEM
+        return count_sink_tokens(self.model, system, sinks)
 
     def _encode(self, text: str, first: bool = False) -> list[int]:
-        # A template that already starts with the BOS text must not get a second BOS.
-        add_bos = first and self.tok.add_bos and not (self.tok.bos_text and text.startswith(self.tok.bos_text))
-        return self.tok.encode(text, add_bos=add_bos, parse_special=True)
+        return _encode(self.tok, text, first)
 
     def _turn_markers(self) -> tuple[str, str]:
         """The template's closing of a reply and its generation prompt (the opening of the next),
@@ -151,7 +178,8 @@ class ChatSession:
         sinks = min(self._wanted_sinks(), base.slots - MIN_WINDOW)
         if sinks < 0:
             raise SettingsError(f"sinks must be 0 or more (got {sinks})")
-        return plan_memory(self.model.config, base.kv_dtype, base.budget_bytes, window=user_window, sinks=sinks)
+        return plan_memory(self.model.config, base.kv_dtype, base.budget_bytes, window=user_window, sinks=sinks,
+                           budget_rule=base.budget_rule)
 
     def _replan(self) -> bool:
         """Re-derive the plan; reallocate only when the cache's size or precision changed."""

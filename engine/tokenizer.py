@@ -227,6 +227,12 @@ class Tokenizer:
     def __init__(self) -> None:  # use from_metadata()
         raise TypeError("use Tokenizer.from_metadata(metadata)")
 
+    def has_special(self, text: str) -> bool:
+        """Whether the vocabulary has `text` as one special token (split out of rendered text
+        whole, as a chat template's markers must be)."""
+        i = self._text_to_id.get(text)
+        return i is not None and i in self._special_set
+
     # -------------------------------------------------------------- construction
     @classmethod
     def from_metadata(cls, md: Mapping[str, Any]) -> Tokenizer:

@@ -253,6 +253,7 @@ def test_preview_equals_plan_memory(win, qtbot):
     panel = win.settingsPanel
     cfg = win.model_info.config
     try:
+        panel.budgetPresetCombo.setCurrentIndex(panel.budgetPresetCombo.findData("custom"))
         for dtype, mib, window, sinks in (("int8", 11.5, 0, 4), ("bf16", 2.0, 100, 8), ("f32", 0.5, 0, 0),
                                           ("int8", 1.0, 64, 12)):
             panel.kvDtypeCombo.setCurrentIndex(panel.kvDtypeCombo.findData(dtype))
@@ -314,6 +315,45 @@ def test_twenty_applies_in_the_window_give_their_memory_back(win, qtbot):
         apply_and_wait(win, qtbot, window=first.window or 0, kv_dtype=first.kv_dtype)
     early, late = sorted(rss[:3])[1], sorted(rss[-3:])[1]  # medians of three: the allocator jitters
     assert late - early <= 10e6, [round((x - early) / 1e6, 1) for x in rss]
+
+
+def test_budget_presets_auto_and_needle(win, qtbot):
+    """Issue 21: the default budget is auto (sized to the model, shown greyed), Needle 2's 11.5 MiB
+    is one preset away, and the preview says which rule chose the budget."""
+    panel = win.settingsPanel
+    combo = panel.budgetPresetCombo
+    try:
+        assert combo.currentData() == "auto" and not panel.budgetSpin.isEnabled()
+        assert panel.current().kv_budget_mib == 0.0 and "(auto: the trained context, 512 tokens)" in panel.preview_text()
+        assert panel.budgetSpin.value() == pytest.approx(panel.preview_plan().budget_bytes / MIB, abs=0.05)
+        combo.setCurrentIndex(combo.findData("needle"))
+        assert panel.current().kv_budget_mib == 11.5 and "(11.5 MiB (Needle 2))" in panel.preview_text()
+        combo.setCurrentIndex(combo.findData("custom"))
+        assert panel.budgetSpin.isEnabled()
+        panel.budgetSpin.setValue(3.0)
+        assert panel.current().kv_budget_mib == 3.0 and "(set: 3 MiB)" in panel.preview_text()
+        panel.load(win.settings.replace(kv_budget_mib=11.5))
+        assert combo.currentData() == "needle"
+    finally:
+        panel.load(win.settings)
+
+
+def test_a_short_window_is_said_when_applied_with_a_way_back_to_auto(win, qtbot):
+    """Issue 21: fewer than 1,024 tokens is said in plain words when the setting is applied, not only
+    in the preview, with one click back to the auto budget."""
+    idle(win, qtbot)
+    first = win.settings
+    try:
+        apply_and_wait(win, qtbot, window=96)
+        assert win.banner.isVisible() and "only the last 96 tokens" in win.banner.label.text()
+        assert "forget" in win.banner.label.text() and win.banner.action.text() == "Use Auto memory"
+        with expect(qtbot, win.engine, PlanApplied, REPLY_TIMEOUT_MS) as got:
+            qtbot.mouseClick(win.banner.action, Qt.MouseButton.LeftButton)
+        assert got[0].plan.capacity == win.model_info.config.context_length  # auto: all 512 it was trained on
+        assert not win.banner.isVisible() and win.settings.window == 0 and win.settings.kv_budget_mib == 0.0
+    finally:
+        win.settingsPanel.load(first)
+        apply_and_wait(win, qtbot, window=first.window or 0)
 
 
 def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
@@ -1044,6 +1084,18 @@ def test_choosing_a_model_that_does_not_fit_asks_first_and_says_by_how_much(qapp
     dlg.load_selected()
     assert chosen == ["/m/big.gguf"]
     assert dlg.table.item(0, model_library.COLUMNS.index("Fits?")).text() == "does not fit"
+
+
+def test_the_library_shows_the_quantization_the_file_names(qapp, tmp_path):
+    """Issue 21: a file whose general.file_type is Q4_K_M showed "Q8_0", its largest tensor's type."""
+    from app import model_library
+    from engine.library import describe
+    from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "q4km.gguf", tensor_type="Q8_0", extra_metadata={"general.file_type": 15})
+    dlg = model_library.ModelLibraryDialog(available=10**12)
+    dlg.set_rows([describe(path)])
+    assert dlg.table.item(0, model_library.COLUMNS.index("Quantization")).text() == "Q4_K_M"
 
 
 def test_enter_while_the_model_loads_sends_once_it_is_ready(qtbot, tmp_path, tiny_bpe_gguf):

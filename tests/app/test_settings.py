@@ -30,7 +30,7 @@ from engine.errors import PinwheelError, SettingsError  # noqa: E402
 FIELDS = AppSettings.field_names()
 
 EXPECTED_DEFAULTS = {
-    "model_path": "", "device": "cpu", "kv_dtype": "int8", "kv_budget_mib": 11.5, "window": 0,
+    "model_path": "", "device": "cpu", "kv_dtype": "int8", "kv_budget_mib": 0.0, "window": 0,
     "sinks": -1, "system_prompt": "You are a helpful assistant.", "temperature": 0.2, "top_p": 0.9,
     "top_k": 40, "min_p": 0.05, "repetition_penalty": 1.1, "max_tokens": 512, "seed": -1,
     "theme": "system",
@@ -49,7 +49,7 @@ def test_defaults_are_the_specified_ones():
 def test_defaults_equal_the_packaged_file():
     shipped = packaged_defaults()
     assert shipped == AppSettings().to_dict()
-    # same JSON types too (11.5 stays a float, 512 an int, "" a string)
+    # same JSON types too (0.0 stays a float, 512 an int, "" a string)
     assert {k: type(v) for k, v in shipped.items()} == {k: type(v) for k, v in AppSettings().to_dict().items()}
     # and it is the file in resources/ (what the wheel ships)
     on_disk = json.loads((ROOT / "resources" / "default_settings.json").read_text(encoding="utf-8"))
@@ -58,7 +58,8 @@ def test_defaults_equal_the_packaged_file():
 
 def test_engine_arguments():
     s = AppSettings()
-    assert s.budget_bytes == int(11.5 * 1024 * 1024)
+    assert s.budget_bytes is None  # auto: sized to the model
+    assert s.replace(kv_budget_mib=11.5).budget_bytes == int(11.5 * 1024 * 1024)
     assert s.window_arg is None and s.sinks_arg == "auto"
     assert s.sampling_kwargs() == {"temperature": 0.2, "top_k": 40, "top_p": 0.9, "min_p": 0.05,
                                    "repetition_penalty": 1.1, "seed": None, "max_tokens": 512}
@@ -79,7 +80,7 @@ def test_default_settings_path(monkeypatch, tmp_path: Path):
 # --------------------------------------------------------------------------- validation
 
 BAD_VALUES = [
-    ("device", "tpu"), ("kv_dtype", "int4"), ("kv_budget_mib", 0), ("kv_budget_mib", -3.0),
+    ("device", "tpu"), ("kv_dtype", "int4"), ("kv_budget_mib", -0.5), ("kv_budget_mib", -3.0),
     ("kv_budget_mib", math.nan), ("kv_budget_mib", math.inf), ("kv_budget_mib", "11"),
     ("window", -1), ("window", 1.5), ("window", 2**40), ("sinks", -2), ("sinks", 10**6),
     ("system_prompt", None), ("system_prompt", "x" * 100_001), ("model_path", 3), ("model_path", "a\x00b"),
@@ -110,7 +111,8 @@ def test_problem_messages_say_what_would_fit():
 
 @pytest.mark.parametrize("name,value", [("temperature", 0), ("temperature", 5), ("top_p", 1), ("min_p", 0),
                                         ("window", 4096), ("sinks", 0), ("seed", 0), ("seed", 2**32 - 1),
-                                        ("kv_budget_mib", 0.001), ("device", "gpu"), ("kv_dtype", "bf16"),
+                                        ("kv_budget_mib", 0.001), ("kv_budget_mib", 0), ("device", "gpu"),
+                                        ("kv_dtype", "bf16"),
                                         ("kv_dtype", "f32"), ("theme", "dark"), ("top_k", 0),
                                         ("model_path", "/models/x.gguf"), ("system_prompt", "")])
 def test_edge_values_are_accepted(name, value):
@@ -297,9 +299,23 @@ def test_save_writes_all_fields_and_creates_folders(tmp_path: Path):
     s = AppSettings(theme="dark", temperature=0.1, system_prompt="Réponds en français.")
     assert save_settings(s, path) == path
     data = json.loads(path.read_text(encoding="utf-8"))
+    assert data.pop("version") == 2  # the file's format: kv_budget_mib 0 means auto
     assert data == s.to_dict() and list(data) == list(FIELDS)
     assert load_settings(path) == (s, [])
     assert [p.name for p in path.parent.iterdir()] == ["settings.json"]  # no temp files left
+
+
+def test_the_old_fixed_default_budget_becomes_auto_and_a_chosen_one_stays(tmp_path: Path):
+    """Version 1 files (no "version" key) saved 11.5 MiB whether or not the user chose it: that
+    value becomes auto (CHANGELOG); any other budget stays; 11.5 chosen since then stays too."""
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps({"kv_budget_mib": 11.5, "theme": "dark"}))
+    s, notices = load_settings(path)
+    assert (s.kv_budget_mib, s.budget_bytes, s.theme, notices) == (0.0, None, "dark", [])
+    path.write_text(json.dumps({"kv_budget_mib": 64}))
+    assert load_settings(path)[0].kv_budget_mib == 64.0
+    save_settings(AppSettings(kv_budget_mib=11.5), path)  # the Needle 2 preset, chosen now
+    assert load_settings(path)[0].kv_budget_mib == 11.5
 
 
 def test_save_refuses_invalid_settings(tmp_path: Path):
@@ -334,7 +350,7 @@ def test_save_goes_through_a_temp_file_and_os_replace(tmp_path: Path, monkeypatc
     def spy(src, dst):
         calls.append((Path(src), Path(dst)))
         assert Path(src).parent == path.parent and Path(src) != path
-        assert json.loads(Path(src).read_text()) == AppSettings().to_dict()  # complete before the swap
+        assert json.loads(Path(src).read_text()) == {"version": 2, **AppSettings().to_dict()}  # complete before the swap
         return real_replace(src, dst)
 
     monkeypatch.setattr(settings_mod.os, "replace", spy)

@@ -71,3 +71,59 @@ def test_impossible_settings(tiny_bpe_gguf):
     assert r.returncode == 2 and "at most" in r.stderr
     r = cli("plan", "--model", tiny_bpe_gguf, "--window", "-3")
     assert r.returncode == 2 and "positive" in r.stderr
+
+
+def _shape_only_gguf(path, arch, layers, d, heads, kv_heads, head_dim, ffn, ctx):
+    """A GGUF with a real model's shape in its metadata and no weights: all `pinwheel plan` reads."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(layers)
+    w.add_embedding_length(d)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_feed_forward_length(ffn)
+    w.add_context_length(ctx)
+    w.add_vocab_size(151_936)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("shape", [
+    ("llama", 24, 2048, 32, 32, 64, 8192, 8192),     # SmolLM2-1.7B
+    ("qwen3", 28, 2048, 16, 8, 128, 6144, 40_960),   # Qwen3-1.7B
+    ("llama", 28, 3072, 24, 8, 128, 8192, 131_072),  # Llama-3.2-3B
+    ("qwen3", 36, 2560, 32, 8, 128, 9728, 40_960),   # Qwen3-4B
+])
+def test_plan_without_memory_options_fits_the_model(tmp_path, shape):
+    """Issue 21: no memory option gives a 4,096-token window at 1.7B-4B, within 10% of RAM, and
+    says which rule chose it; a short window says so on stderr."""
+    import psutil
+
+    f = _shape_only_gguf(tmp_path / "m.gguf", *shape)
+    r = cli("plan", "--model", f, "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["window"] >= 4096 and d["kv_bytes"] <= psutil.virtual_memory().total // 10
+    assert d["budget_rule"] == "auto: 4,096 tokens" and r.stderr == ""
+    r = cli("plan", "--model", f, "--json", "--kv-budget-mib", "11.5")
+    d = json.loads(r.stdout)
+    assert d["slots"] == 160 and d["budget_rule"] == "11.5 MiB (Needle 2)"
+    assert "only the last 156 tokens" in r.stderr and "forget" in r.stderr
+
+
+def test_needle_preset_gives_the_needle_plan_on_the_default_model():
+    from engine.model_locator import default_model_path
+
+    if default_model_path() is None:
+        pytest.skip("the default model is not installed")
+    d = json.loads(cli("plan", "--json", "--kv-budget-mib", "11.5").stdout)
+    assert (d["slots"], d["kv_dtype"], d["budget_bytes"]) == (928, "int8", 12_058_624)
+    auto = json.loads(cli("plan", "--json").stdout)
+    assert auto["slots"] == 4128 and auto["window"] == 4124 and auto["budget_rule"] == "auto: 4,096 tokens"
+    assert json.loads(cli("plan", "--json", "--kv-budget-mib", "auto").stdout) == auto

@@ -94,8 +94,8 @@ def test_gemma3_local_layers_buy_a_longer_window():
 
     kinds = tuple(LOCAL if i % 6 < 5 else GLOBAL for i in range(26))
     cfg = ModelConfig("gemma3", 26, 1152, 4, 1, 256, 6912, 262144, 32768, layer_kinds=kinds, sliding_window=512)
-    plan = plan_memory(cfg, "int8")
-    flat = plan_memory(replace(cfg, layer_kinds=(), sliding_window=0), "int8")
+    plan = plan_memory(cfg, "int8", NEEDLE_BUDGET)
+    flat = plan_memory(replace(cfg, layer_kinds=(), sliding_window=0), "int8", NEEDLE_BUDGET)
     assert plan.slots % 32 == 0 and plan.kv_bytes <= plan.budget_bytes
     assert plan.local_slots == 512 + plan.sinks and plan.slots > 2.5 * flat.slots
     assert plan_memory(cfg, "int8", budget_bytes=plan.budget_bytes + 32 * plan.bytes_per_position).slots > plan.slots

@@ -281,3 +281,28 @@ def test_a_file_jan_imported_in_place_is_found_by_its_name(tmp_path, clean_env):
     yml.write_text(f"model_path: {elsewhere}\nname: My Imported Model\nsize_bytes: 1234\n")
     found = [f for f in library.find_models(home=home) if f.source == "jan"]
     assert [(f.path, f.name) for f in found] == [(elsewhere, "My Imported Model")]
+
+
+def test_the_quantization_shown_is_the_files_own_name(tmp_path, monkeypatch, capsys):
+    """general.file_type names a mixed file's quantization (a Q4_K_M keeps some tensors in
+    Q6_K or Q8_0); the largest tensor's type is only the fallback for a file without the key.
+    Issue 21: a file that says Q4_K_M was listed as "Q8_0", its largest tensor's type."""
+    from engine import cli
+
+    d = tmp_path / "models"
+    files = {"says-q4km": 15, "says-iq4xs": 30, "says-f16": 1, "says-bf16": 32, "says-f32": 0,
+             "says-nothing": None, "says-unknown": 999}
+    for stem, file_type in files.items():
+        write_tiny_gguf(d / f"{stem}.gguf", tensor_type="Q8_0", extra_metadata={"general.file_type": file_type})
+    want = {"says-q4km": "Q4_K_M", "says-iq4xs": "IQ4_XS", "says-f16": "F16", "says-bf16": "BF16",
+            "says-f32": "F32", "says-nothing": "Q8_0", "says-unknown": "Q8_0"}
+    assert {p.stem: library.describe(p).quant for p in sorted(d.iterdir())} == want
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # only the folder given, and the default model
+    for k in ENV_KEYS:
+        monkeypatch.delenv(k, raising=False)
+    assert cli.main(["models", "--json", "--dir", str(d)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {Path(r["path"]).stem: r["quant"] for r in rows if Path(r["path"]).parent == d} == want
+    assert cli.main(["models", "--dir", str(d)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("says-q4km "))
+    assert " Q4_K_M " in line and "Q8_0" not in line

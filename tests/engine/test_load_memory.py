@@ -99,16 +99,16 @@ def test_applying_new_memory_settings_does_not_grow_memory(tiny_bpe_gguf):
 
 
 REAL_APPLY_PROBE = """
-from engine import load_model, plan_memory
+from engine import NEEDLE_BUDGET, load_model, plan_memory
 from engine.session import ChatSession
 from engine.sysmem import rss_bytes, trim
 m = load_model({path!r})
-s = ChatSession(m, plan_memory(m.config))
+s = ChatSession(m, plan_memory(m.config, budget_bytes=NEEDLE_BUDGET))
 settings = [("int8", None), ("bf16", None), ("f32", 512), ("int8", 256), ("bf16", 300), ("int8", None)]
 rss = []
 for i in range(13):  # two rounds of six settings a user might try, back to the first
     kv, window = settings[i % len(settings)]
-    s.apply_plan(plan_memory(m.config, kv, window=window))
+    s.apply_plan(plan_memory(m.config, kv, NEEDLE_BUDGET, window=window))  # one budget: the cache's size holds
     s.warmup(); list(s.send("hello", max_tokens=4)); trim()
     rss.append(rss_bytes())
 print(*rss)
