@@ -16,7 +16,8 @@ class ModelInfo:
     device: str
     plan: Any  # engine.budget.MemoryPlan actually allocated
     load_s: float
-    template: str = ""  # engine ChatTemplate.reason where a built-in turn format is used, else ""
+    template: str = ""  # the built-in turn format in use ("gemma"), or "" for the file's own template
+    template_why: str = ""  # why that format: "the family's format", "its vocabulary has <|im_start|>"
     template_error: str = ""  # why the file's own template was not used, when it has a broken one
 
 

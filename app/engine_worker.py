@@ -288,11 +288,11 @@ class EngineWorker(QObject):
             self.event.emit(LoadProgress("Ready", 4, 4))
             name = getattr(model, "name", "") or os.path.basename(resolved)
             tpl = model.chat_template
-            builtin = getattr(tpl, "builtin", None) is not None
+            builtin = getattr(tpl, "builtin", None) or ""
             self.event.emit(ModelLoaded(ModelInfo(resolved, name, model.config,
                                             getattr(self._device, "platform", cfg.device),
-                                            session.plan, time.monotonic() - t0,
-                                            tpl.reason if builtin else "", (tpl.load_error or "") if builtin else "")))
+                                            session.plan, time.monotonic() - t0, builtin,
+                                            tpl.why if builtin else "", (tpl.load_error or "") if builtin else "")))
             self.event.emit(AutoSinks(cfg.system, self.system_tokens(cfg.system)))
             self._emit_stats()
             self._loaded = (path, cfg)

@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     first = args[0] if args else None
     try:
         if first in ("-V", "--version"):
+            from engine import kernels  # (ctypes alone: neither Qt nor JAX)
+
             print(f"pinwheel {get_version()}")
+            print(f"kernel: {kernels.describe()}")
             return 0
         if first in ("-h", "--help"):
             print(HELP, end="")

@@ -581,6 +581,8 @@ class MainWindow(QMainWindow):
         self.loadProgress.setRange(0, 0)
         self.loadProgress.show()
         self.stageLabel.setText("Loading the model…")
+        if self.model_path and not (settings or self.settings).model_path:  # --model: not the default's name
+            self.settingsPanel.modelEdit.setPlaceholderText(f"{Path(self.model_path).name} (loading…)")
         self._update_actions()
         self.engine.load(self.model_path, self.engine_config(settings), history)
 
@@ -624,19 +626,19 @@ class MainWindow(QMainWindow):
     def _show_template(self, info) -> None:
         """A file without a working chat template chats in a built-in turn format: say which and
         why, in the status bar, with what it may mean in the tooltip."""
-        reason = getattr(info, "template", "")
-        self.templateLabel.setVisible(bool(reason))
-        if not reason:
+        name = getattr(info, "template", "")
+        self.templateLabel.setVisible(bool(name))
+        if not name:
             return
-        name = reason.split(":", 1)[0]  # "built-in gemma"
-        self.templateLabel.setText(f"{name} format")
-        self.stageLabel.setText(f"{self.stageLabel.text()} · chatting in the {reason.split(' (')[0]}")
+        lacks = "its chat template does not work" if info.template_error else "it has no chat template"
+        self.templateLabel.setText(f"built-in {name} format")
+        self.stageLabel.setText(f"{self.stageLabel.text()} · the file uses the built-in {name} turn format: {lacks}")
         if info.template_error:
-            hint = f"The file's own template could not be used: {info.template_error}"
+            hint = f"The file's own template: {info.template_error}"
         else:
-            hint = ("A file without a chat template may be a base model: its replies may not follow a "
-                    "conversation.")
-        self.templateLabel.setToolTip(f"Turn format: {reason}.\n{hint}")
+            hint = "A file without a chat template may be a base model: its replies may not follow a conversation."
+        self.templateLabel.setToolTip(f"This model file's turns are written in Pinwheel's built-in {name} format "
+                                      f"({info.template_why}), because {lacks}.\n{hint}")
 
     def _on_load_failed(self, kind: str, message: str) -> None:
         self.model_ready = False
@@ -933,6 +935,8 @@ class MainWindow(QMainWindow):
         s = self.settings.replace(kv_budget_mib=0.0, window=0)
         self.settingsPanel.load(s)
         self.banner.hide()
+        self.settingsPanel.applyStatus.setText("Applying…")  # a rebuild can take a while: say it is under way
+        self.stageLabel.setText("Applying the auto memory budget…")
         self.apply_settings(s)
 
     def _on_engine_failed(self, kind: str, message: str) -> None:

@@ -35,7 +35,7 @@ from engine.errors import SettingsError
 from .memory_gauge import fmt_bytes
 from .settings import AppSettings
 
-BUDGET_PRESETS = (("Auto (sized to the model)", "auto"), ("11.5 MiB (Needle 2)", "needle"), ("Custom", "custom"))
+BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
 KV_LABELS = {"int8": "int8 + scales (smallest)", "bf16": "bf16", "f32": "f32 (exact, largest)"}
 
 
@@ -113,9 +113,11 @@ class SettingsPanel(QWidget):
         self.budgetSpin.setDecimals(1)
         self.budgetSpin.setSingleStep(0.5)
         self.budgetSpin.setSuffix(" MiB")
-        budget_row = QHBoxLayout()
-        budget_row.addWidget(self.budgetPresetCombo, 1)
-        budget_row.addWidget(self.budgetSpin, 1)
+        # one above the other: side by side they widened the panel past its dock (437 px)
+        budget_row = QVBoxLayout()
+        budget_row.setContentsMargins(0, 0, 0, 0)
+        budget_row.addWidget(self.budgetPresetCombo)
+        budget_row.addWidget(self.budgetSpin)
         self.windowSpin = _named(QSpinBox(), "windowSpin", "Window in tokens")
         self.windowSpin.setRange(0, 1_000_000)
         self.windowSpin.setSpecialValueText("largest that fits")
@@ -402,6 +404,7 @@ class SettingsPanel(QWidget):
             self.windowSpin.setMaximum(cap)
             self.windowSpin.blockSignals(False)
         self.applyButton.setEnabled(not self._busy)
+        floor = plan.kv_bytes > plan.budget_bytes  # below the smallest cache: the budget holds fewer
         parts = []
         if self.sinkSpin.value() < 0:
             parts.append("system prompt" if self.auto_sinks() is not None else "system prompt: counting…")
@@ -416,10 +419,10 @@ class SettingsPanel(QWidget):
         self.previewLabel.setText(
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sink{'s' if plan.sinks != 1 else ''}{sink_note}"
             f" + {plan.window:,} window"
-            f" (budget holds {plan.slots:,})<br>"
+            f" ({'the smallest cache' if floor else 'budget holds'} {plan.slots:,})<br>"
             f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
-            f" · KV {fmt_bytes(plan.kv_bytes)} of "
-            f"{fmt_bytes(plan.budget_bytes)} ({plan.budget_rule}){self._split_note(plan)}{self._floor_note(plan)}"
+            f" · KV {fmt_bytes(plan.kv_bytes)} of {fmt_bytes(plan.budget_bytes)}<br>"
+            f"Budget: {plan.budget_rule}{self._split_note(plan)}{self._floor_note(plan)}"
             f"{self._short_note(plan)}{change}")
 
     def _short_note(self, plan) -> str:

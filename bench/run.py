@@ -1056,7 +1056,7 @@ def assemble(results, engines, spec, s, model, skipped, errors, wall) -> dict:
             "host": platform.node(), "cpu_count": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "numpy": numpy.__version__, "quick": spec["quick"],
             "engines": list(engines), "llamacpp_skipped": skipped, "wall_s": round(wall, 1),
-            "load_avg_end": loadavg(), "text_source": spec["text_source"],
+            "load_avg_end": loadavg(), "text_source": spec["text_source"], "kernel": _kernel(),
         },
         "settings": {k: spec[k] for k in ("prefill", "decode", "decode_prompt", "repeat", "long_repeat", "long_tokens",
                                           "window", "sinks", "long_prompt", "turns", "user_words", "reply_tokens",
@@ -1067,6 +1067,12 @@ def assemble(results, engines, spec, s, model, skipped, errors, wall) -> dict:
         "notes": notes,
         "errors": errors,
     }
+
+
+def _kernel() -> str:
+    from engine import kernels
+
+    return kernels.describe()
 
 
 def _ratio(a, b):
@@ -1141,7 +1147,7 @@ def format_table(rep: dict) -> str:
     row(f"RSS growth {st['long_tokens'][0]:,}->end (MB)", _get(lo, "rss_growth_mb"), _get(ll, "rss_growth_mb"), None, nd=2)
     w0 = max(len(r[0]) for r in rows)
     head = f"{'':<{w0}}  {'ours':>10}  {'llama.cpp' if llama is not None else '':>10}  {'ratio' if llama is not None else '':>7}"
-    lines = [head, "-" * len(head)]
+    lines = [f"kernel: {rep['meta'].get('kernel', '?')}", head, "-" * len(head)]
     lines += [f"{a:<{w0}}  {b:>10}  {c:>10}  {d:>7}" for a, b, c, d in rows]
     lines.append("")
     lines.append("targets (issue 7): " + ", ".join(

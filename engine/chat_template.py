@@ -286,12 +286,14 @@ class ChatTemplate:
         tpl.is_fallback, tpl.load_error, tpl.builtin, tpl.end_of_turn = True, load_error, fmt.name, fmt.end_of_turn
         lacks = "the file has none" if load_error is None else "the file's own does not work"
         tpl.origin = f"built-in {fmt.name}: {lacks}"
+        tpl.why = why
         tpl.reason = f"{tpl.origin} ({why})"
         return tpl
 
     load_error: str | None = None
     origin = "the file's own"  # or "built-in gemma: the file has none", ...
-    reason = origin  # origin, with why that format (the markers the vocabulary has)
+    why = ""  # why that built-in format: "the family's format", "its vocabulary has <|im_start|>"
+    reason = origin  # origin, with why
     builtin: str | None = None  # the built-in turn format's name, when one is used
     end_of_turn = ""  # the built-in format's end-of-turn token ("": the file's own rules)
 

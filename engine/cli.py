@@ -168,6 +168,7 @@ def _note_template(template) -> None:
 
 
 def cmd_chat(args) -> int:
+    from . import kernels
     from .events import Done, Token
     from .sampler import SamplingParams
     from .session import ChatSession
@@ -209,6 +210,7 @@ def cmd_chat(args) -> int:
                 "sinks": st.sink_tokens, "window": st.window, "rss_bytes": st.rss_bytes,
                 "weight_bytes": st.weight_bytes, "speculative": done.draft if args.speculative else None,
                 "template": model.chat_template.origin, "budget_rule": session.plan.budget_rule,
+                "kernel": kernels.status(),
             }), flush=True)
         else:
             sys.stdout.write("\n")

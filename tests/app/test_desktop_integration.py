@@ -160,7 +160,7 @@ def test_pinwheel_command_is_an_absolute_runnable_command():
     assert os.path.isabs(cmd[0]) and os.access(cmd[0], os.X_OK)
     proc = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=60, cwd="/")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"pinwheel {__version__}"
+    assert proc.stdout.splitlines()[0] == f"pinwheel {__version__}"
 
 
 # -- install / uninstall ------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_installed_entry_starts_pinwheel(tmp_path):
     argv = di.parse_exec(read_entry(tmp_path / "applications" / "pinwheel.desktop")["Exec"])
     proc = subprocess.run([*argv, "--version"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"pinwheel {__version__}"
+    assert proc.stdout.splitlines()[0] == f"pinwheel {__version__}"
 
 
 def test_uninstall_removes_exactly_what_install_wrote(tmp_path):

@@ -45,10 +45,11 @@ def test_import_and_version_load_neither_qt_nor_jax():
 
 
 def test_version_is_the_one_in_engine_version(capsys):
-    assert launcher.main(["--version"]) == 0
-    assert capsys.readouterr().out == f"pinwheel {__version__}\n"
-    assert launcher.main(["-V"]) == 0
-    assert capsys.readouterr().out == f"pinwheel {__version__}\n"
+    from engine import kernels
+
+    for flag in ("--version", "-V"):  # the version, then the kernel variant in use and why (issue 24)
+        assert launcher.main([flag]) == 0
+        assert capsys.readouterr().out == f"pinwheel {__version__}\nkernel: {kernels.describe()}\n"
     assert launcher.get_version() == __version__
 
 

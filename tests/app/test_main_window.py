@@ -324,14 +324,14 @@ def test_budget_presets_auto_and_needle(win, qtbot):
     combo = panel.budgetPresetCombo
     try:
         assert combo.currentData() == "auto" and not panel.budgetSpin.isEnabled()
-        assert panel.current().kv_budget_mib == 0.0 and "(auto: the trained context, 512 tokens)" in panel.preview_text()
+        assert panel.current().kv_budget_mib == 0.0 and "Budget: auto: the trained context, 512 tokens" in panel.preview_text()
         assert panel.budgetSpin.value() == pytest.approx(panel.preview_plan().budget_bytes / MIB, abs=0.05)
         combo.setCurrentIndex(combo.findData("needle"))
-        assert panel.current().kv_budget_mib == 11.5 and "(11.5 MiB (Needle 2))" in panel.preview_text()
+        assert panel.current().kv_budget_mib == 11.5 and "Budget: 11.5 MiB (Needle 2)" in panel.preview_text()
         combo.setCurrentIndex(combo.findData("custom"))
         assert panel.budgetSpin.isEnabled()
         panel.budgetSpin.setValue(3.0)
-        assert panel.current().kv_budget_mib == 3.0 and "(set: 3 MiB)" in panel.preview_text()
+        assert panel.current().kv_budget_mib == 3.0 and "Budget: set: 3 MiB" in panel.preview_text()
         panel.load(win.settings.replace(kv_budget_mib=11.5))
         assert combo.currentData() == "needle"
     finally:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine import kernels, load_model
-from engine.budget import layer_bytes_per_position, plan_memory
+from engine.budget import NEEDLE_BUDGET, layer_bytes_per_position, plan_memory
 from engine.config import GLOBAL, LOCAL
 from engine.errors import ModelFileError
 from engine.kv_cache import allocate

@@ -129,5 +129,42 @@ def test_layer_index_selects_the_stacked_weight():
 
 
 def test_the_kernel_builds_here():
-    """Every supported machine has a C++ compiler (CI installs the same as a user's ./run.sh)."""
+    """The install built the kernel's variants here (CI installs what a user's ./run.sh does), and
+    the engine runs one of them, not a compile of its own."""
     assert kernels.available(), kernels.status()
+    assert kernels.packaged() and kernels.status().startswith("native ") and "compiled" not in kernels.status()
+
+
+def _runnable_variants() -> list[str]:
+    import ctypes
+    import platform
+
+    from engine.kernels import variants
+
+    built = kernels.packaged()
+    family = variants.VARIANTS.get(variants.machine(platform.machine()), ())
+    base = next((v for v in reversed(family) if not v.needs and v.name in built), None)
+    if base is None:
+        return []
+    have = kernels.cpu_features(ctypes.CDLL(str(built[base.name])))
+    return [v.name for v in family if v.name in built and not v.needs - have]
+
+
+@pytest.mark.parametrize("variant", _runnable_variants() or ["none built"])
+def test_every_variant_this_cpu_runs_agrees_with_the_xla_path(variant):
+    """Each prebuilt variant the CPU can run, forced in a process of its own, passes this file's
+    kernel tests (products of each format against the XLA path, batch invariance) and the native
+    attention's (test_forward). The AVX2 build without VNNI once computed wrong products here."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if variant == "none built":
+        pytest.skip("no prebuilt kernel in this checkout")
+    env = {**os.environ, "PINWHEEL_KERNEL_VARIANT": variant}
+    forward = str(Path(__file__).with_name("test_forward.py"))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, forward, "-k",
+                        "(kernel or native_attention) and not every_variant and not builds_here"],
+                       cwd=Path(__file__).parents[2], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout, r.stdout[-3000:]

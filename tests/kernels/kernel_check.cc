@@ -1,0 +1,482 @@
+// A C++ check of engine/kernels/qmatmul.cc's products and attention, for any ISA the kernel
+// builds for: scripts/test_arm64.sh cross-builds it for the three aarch64 variants and runs them
+// under qemu-aarch64 (and natively on x86 against the x86 paths, which checks the harness).
+//
+// It includes the kernel's source and calls its internal entry points (qmatmul_rows,
+// attention_rows) on random inputs, and checks:
+//  - every product (q8_0, q4_0, q4_1; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
+//    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
+//    double-precision sum over the kernel's own int8 activations at float rounding's bound;
+//  - every attention path (int8, bf16, f32 caches; decode rows, verify chunks, prefill chunks;
+//    sinks and windows; compiled and uncompiled group sizes; short and long cache rows) against a
+//    double-precision softmax(q.k / sqrt(hd)) V at tests/engine/test_forward.py's tolerance
+//    (rtol = atol = 2e-5);
+//  - invariance, bit for bit: a product row's result is the same in a call of any row count and
+//    on any number of threads; an attention row's result is the same whether it was computed in
+//    a 1-row decode step (its predecessors in the cache), in any split of its chunk, or on any
+//    number of threads.
+// It prints "<name>: N checks passed" and a digest of the outputs, and exits 1 on any failure.
+#include "qmatmul.cc"
+
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+#include <string>
+
+namespace {
+
+int g_checks = 0, g_failures = 0;
+uint64_t g_digest = 1469598103934665603ull;  // FNV-1a over every checked output's bits
+
+void check(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok && ++g_failures <= 40) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+}
+
+void digest(const float* p, size_t n) {
+  const unsigned char* b = (const unsigned char*)p;
+  for (size_t i = 0; i < n * sizeof(float); ++i) g_digest = (g_digest ^ b[i]) * 1099511628211ull;
+}
+
+bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+
+// IEEE half, written out (not the kernel's converter, which this checks)
+double h2d(uint16_t h) {
+  const int e = (h >> 10) & 31, m = h & 1023;
+  const double v = e == 0 ? std::ldexp((double)m, -24) : std::ldexp(1024.0 + m, e - 25);
+  return h & 0x8000 ? -v : v;
+}
+uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the reference reads it back)
+  const uint16_t sign = v < 0 ? 0x8000 : 0;
+  v = std::fabs(v);
+  if (v < std::ldexp(1.0, -14)) return (uint16_t)(sign | (int)std::floor(std::ldexp(v, 24)));
+  int e;
+  const double f = std::frexp(v, &e);  // v = f 2^e, f in [0.5, 1)
+  return (uint16_t)(sign | (e + 14) << 10 | ((int)std::floor(f * 2048.0) - 1024));
+}
+
+// --- products -------------------------------------------------------------------------------
+
+const char* fmt_name(Fmt f) { return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : "q4_1"; }
+
+struct Weight {
+  Fmt fmt;
+  int out, inp, nb, G, K, n_chunks;
+  std::vector<double> dense;  // [out][inp], GGUF's meaning of the blocks
+  std::vector<int> u;         // [G * 8][inp]: the unsigned value the layout stores
+  std::vector<double> dw, coef;  // [G * 8][nb]: the scale and the offset term's coefficient
+  std::vector<uint8_t> q;        // the kernel's layout (engine/quant.py's pack)
+  std::vector<uint16_t> d, m;
+};
+
+Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
+  Weight w;
+  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
+  w.G = (out + GROUP - 1) / GROUP;
+  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
+  w.n_chunks = w.G / w.K;
+  const int rows = w.G * GROUP, nb = w.nb;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15);
+  w.dense.assign((size_t)out * inp, 0.0);
+  w.u.assign((size_t)rows * inp, 0);
+  w.dw.assign((size_t)rows * nb, 0.0), w.coef.assign((size_t)rows * nb, 0.0);
+  std::vector<uint16_t> dh((size_t)rows * nb, 0), mh((size_t)rows * nb, 0);
+  for (int o = 0; o < out; ++o)
+    for (int b = 0; b < nb; ++b) {
+      dh[(size_t)o * nb + b] = d2h(unit(rng) * 0.02);
+      if (fmt == Fmt::Q4_1) mh[(size_t)o * nb + b] = d2h(-unit(rng) * 0.1);
+      const double d = h2d(dh[(size_t)o * nb + b]), m = h2d(mh[(size_t)o * nb + b]);
+      w.dw[(size_t)o * nb + b] = d;
+      w.coef[(size_t)o * nb + b] = fmt == Fmt::Q8_0 ? -128.0 * d : fmt == Fmt::Q4_0 ? -8.0 * d : m;
+      for (int j = 0; j < QK; ++j) {
+        const int i = b * QK + j;
+        double v;
+        if (fmt == Fmt::Q8_0) {
+          const int s = q8(rng);
+          w.u[(size_t)o * inp + i] = s + 128;
+          v = s * d;
+        } else {
+          const int n = q4(rng);
+          w.u[(size_t)o * inp + i] = n;
+          v = fmt == Fmt::Q4_0 ? (n - 8) * d : n * d + m;
+        }
+        w.dense[(size_t)o * inp + i] = v;
+      }
+    }
+  // padding rows: zero blocks (q8_0 stores 0 as 128), zero scales and offsets
+  if (fmt == Fmt::Q8_0)
+    for (int o = out; o < rows; ++o)
+      for (int i = 0; i < inp; ++i) w.u[(size_t)o * inp + i] = 128;
+  // interleave (group g, block b: [steps][8 rows][4 values]) then chunk ([chunk][block][K groups])
+  const int gbytes = fmt == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP;
+  w.q.assign((size_t)w.G * nb * gbytes, 0);
+  w.d.assign((size_t)w.G * nb * GROUP, 0), w.m.assign((size_t)w.G * nb * GROUP, 0);
+  for (int g = 0; g < w.G; ++g)
+    for (int b = 0; b < nb; ++b) {
+      const size_t at = ((size_t)(g / w.K) * nb + b) * w.K + g % w.K;  // group-block index in the layout
+      uint8_t* dst = &w.q[at * gbytes];
+      for (int row = 0; row < GROUP; ++row) {
+        const int o = g * GROUP + row;
+        const int* uo = &w.u[(size_t)o * inp + b * QK];
+        if (fmt == Fmt::Q8_0) {
+          for (int k = 0; k < 8; ++k)
+            for (int j = 0; j < 4; ++j) dst[32 * k + 4 * row + j] = (uint8_t)uo[4 * k + j];
+        } else {  // byte t of a GGUF block: value t low, value t + 16 high; step k holds bytes 4k..4k+3
+          for (int k = 0; k < 4; ++k)
+            for (int j = 0; j < 4; ++j) {
+              const int t = 4 * k + j;
+              dst[32 * k + 4 * row + j] = (uint8_t)(uo[t] | uo[t + 16] << 4);
+            }
+        }
+        w.d[at * GROUP + row] = dh[(size_t)o * nb + b];
+        w.m[at * GROUP + row] = mh[(size_t)o * nb + b];
+      }
+    }
+  return w;
+}
+
+void run_product(const Weight& w, const float* x, int C, int threads, float* y) {
+  const uint16_t* m = w.fmt == Fmt::Q4_1 ? w.m.data() : w.d.data();
+  switch (w.fmt) {
+    case Fmt::Q8_0: qmatmul_rows<Fmt::Q8_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q4_0: qmatmul_rows<Fmt::Q4_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q4_1: qmatmul_rows<Fmt::Q4_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+  }
+}
+
+void check_products(std::mt19937& rng) {
+  const int shapes[][2] = {{40, 64}, {13, 96}, {1000, 320}, {256, 320}, {48, 96}, {520, 256}, {528, 256}, {512, 256}, {24, 32}};
+  const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
+  const int CMAX = 64;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1})
+    for (const auto& sh : shapes) {
+      const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
+      const int O = w.G * GROUP, I = w.inp, nb = w.nb;
+      std::vector<float> x((size_t)CMAX * I);
+      for (float& v : x) v = normal(rng);
+      // the references: x @ W^T, and the same over the kernel's own int8 rows of x
+      std::vector<int8_t> xq(I);
+      std::vector<float> xd(nb), xs(nb);
+      std::vector<int32_t> xn(nb);
+      std::vector<double> ref((size_t)CMAX * O), qref((size_t)CMAX * O), bound((size_t)CMAX * O);
+      for (int c = 0; c < CMAX; ++c) {
+        quantize_row(&x[(size_t)c * I], nb, xq.data(), xd.data(), xs.data(), xn.data());
+        for (int o = 0; o < O; ++o) {
+          double r = 0, qr = 0, mag = 0;
+          if (o < w.out)
+            for (int i = 0; i < I; ++i) r += (double)x[(size_t)c * I + i] * w.dense[(size_t)o * I + i];
+          for (int b = 0; b < nb; ++b) {
+            long sum = 0, asum = 0;
+            for (int j = 0; j < QK; ++j) {
+              const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
+              sum += p, asum += std::labs(p);
+            }
+            const double dd = w.dw[(size_t)o * nb + b] * xd[b];
+            qr += dd * (double)sum + w.coef[(size_t)o * nb + b] * xs[b];
+            mag += std::fabs(dd) * (double)asum + std::fabs(w.coef[(size_t)o * nb + b] * xs[b]);
+          }
+          ref[(size_t)c * O + o] = r, qref[(size_t)c * O + o] = qr, bound[(size_t)c * O + o] = (nb + 2) * 1.2e-7 * mag + 1e-30;
+        }
+      }
+      const std::string tag = std::string(fmt_name(fmt)) + " " + std::to_string(w.out) + "x" + std::to_string(I);
+      // accuracy at each row count (rows 0..C-1)
+      std::vector<float> y((size_t)CMAX * O);
+      for (int C : row_counts) {
+        std::fill(y.begin(), y.end(), NAN);
+        run_product(w, x.data(), C, 2, y.data());
+        double err = 0, top = 0;
+        bool tight = true, pad = true;
+        for (int c = 0; c < C; ++c)
+          for (int o = 0; o < O; ++o) {
+            const double g = y[(size_t)c * O + o];
+            if (o < w.out) {
+              err = std::max(err, std::fabs(g - ref[(size_t)c * O + o]));
+              top = std::max(top, std::fabs(ref[(size_t)c * O + o]));
+              if (!(std::fabs(g - qref[(size_t)c * O + o]) <= bound[(size_t)c * O + o])) tight = false;
+            } else if (g != 0.0) {
+              pad = false;
+            }
+          }
+        const std::string t = tag + " C=" + std::to_string(C);
+        check(err <= 0.02 * top, t + ": max error " + std::to_string(err) + " > 2% of " + std::to_string(top));
+        check(tight, t + ": differs from the int8-activation reference beyond float rounding");
+        check(pad, t + ": padding rows are not zero");
+        digest(y.data(), (size_t)C * O);
+        if (std::getenv("KERNEL_CHECK_VERBOSE")) {
+          uint64_t h = 1469598103934665603ull;
+          std::swap(h, g_digest);
+          digest(y.data(), (size_t)C * O);
+          std::printf("  %-40s %016" PRIx64 "\n", t.c_str(), g_digest);
+          std::swap(h, g_digest);
+        }
+      }
+      // invariance: any row range, any thread count, the same bits as the full call
+      if (!(w.out == 520 || w.out == 528 || w.out == 512 || w.out == 40 || w.out == 13)) continue;
+      std::vector<float> full((size_t)CMAX * O), part((size_t)CMAX * O);
+      run_product(w, x.data(), CMAX, 2, full.data());
+      for (int threads : {1, 3, 4}) {
+        run_product(w, x.data(), CMAX, threads, part.data());
+        check(same_bits(full.data(), part.data(), (size_t)CMAX * O), tag + ": 64 rows on " + std::to_string(threads) + " threads differ from 2");
+      }
+      const int ranges[][2] = {{5, 6}, {4, 7}, {0, 8}, {13, 21}, {63, 64}, {1, 4}, {2, 7}};
+      for (const auto& rg : ranges) {
+        const int lo = rg[0], n = rg[1] - rg[0];
+        run_product(w, x.data() + (size_t)lo * I, n, 1 + lo % 3, part.data());
+        check(same_bits(full.data() + (size_t)lo * O, part.data(), (size_t)n * O),
+              tag + ": rows " + std::to_string(lo) + ".." + std::to_string(rg[1]) + " alone differ from the 64-row call");
+      }
+    }
+}
+
+// --- attention ------------------------------------------------------------------------------
+
+struct Attn {
+  const char* name;
+  int H, KVH, hd, S, C, sinks, window;
+  bool blind_row;  // one chunk row sees no key at all
+};
+
+struct Scene {
+  Attn a;
+  KV kv;
+  int kv_dim, N;
+  // the base call: a cache of S slots (layer 1 of 2) and C chunk rows
+  std::vector<float> qw, qs;                 // [C, H, hd]
+  std::vector<int8_t> k8, v8;                // [S + C, kv]: the cache's int8 values, then the chunk rows'
+  std::vector<uint16_t> kb, vb;              // bf16 the same
+  std::vector<float> kf, vf, ksc, vsc;       // f32 the same; int8 scales [S + C, kv / 32]
+  std::vector<float> knew, vnew;             // [C, kv] f32: the chunk rows, exactly as the cache would hold them
+  std::vector<int> pos;                      // [S]: each slot's stream position (-1: empty)
+  std::vector<int32_t> order;                // [N]
+  std::vector<uint8_t> sink;                 // [N]
+  std::vector<uint8_t> mask;                 // [C, N]
+};
+
+float bf16_round(float v) {  // toward zero: any bf16 value will do
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  b &= 0xffff0000u;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
+Scene make_scene(std::mt19937& rng, const Attn& a, KV kv) {
+  Scene s;
+  s.a = a, s.kv = kv, s.kv_dim = a.KVH * a.hd, s.N = a.S + a.C;
+  const int kvd = s.kv_dim, T = a.S + a.C, ng = kvd / QK;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> unit(0.f, 1.f);
+  std::uniform_int_distribution<int> q8(-127, 127);
+  s.qw.resize((size_t)a.C * a.H * a.hd), s.qs.resize(s.qw.size());
+  for (float& v : s.qw) v = normal(rng);
+  for (float& v : s.qs) v = normal(rng);
+  s.kf.resize((size_t)T * kvd), s.vf.resize(s.kf.size());
+  s.k8.resize(s.kf.size()), s.v8.resize(s.kf.size()), s.kb.resize(s.kf.size()), s.vb.resize(s.kf.size());
+  s.ksc.resize((size_t)T * std::max(ng, 1)), s.vsc.resize(s.ksc.size());
+  for (int t = 0; t < T; ++t)
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<float>& f = pass ? s.vf : s.kf;
+      std::vector<int8_t>& i8 = pass ? s.v8 : s.k8;
+      std::vector<uint16_t>& b16 = pass ? s.vb : s.kb;
+      std::vector<float>& sc = pass ? s.vsc : s.ksc;
+      for (int g = 0; g < ng; ++g) sc[(size_t)t * ng + g] = unit(rng) * 0.02f;
+      for (int i = 0; i < kvd; ++i) {
+        const size_t at = (size_t)t * kvd + i;
+        if (kv == KV::I8) {
+          i8[at] = (int8_t)q8(rng);
+          f[at] = (float)i8[at] * sc[(size_t)t * ng + i / QK];  // the kernel's own product
+        } else {
+          f[at] = kv == KV::BF16 ? bf16_round(normal(rng)) : normal(rng);
+          uint32_t bits;
+          std::memcpy(&bits, &f[at], 4);
+          b16[at] = (uint16_t)(bits >> 16);
+        }
+      }
+    }
+  s.knew.assign(s.kf.begin() + (size_t)a.S * kvd, s.kf.end());
+  s.vnew.assign(s.vf.begin() + (size_t)a.S * kvd, s.vf.end());
+  // a wrapped ring: slots hold stream positions in rotated order, a few slots still empty
+  const int empty = a.S / 8, filled = a.S - empty, rot = a.S / 3;
+  s.pos.assign(a.S, -1);
+  for (int p = 0; p < filled; ++p) s.pos[(p + rot) % a.S] = p;
+  std::vector<int> slots(a.S);
+  for (int i = 0; i < a.S; ++i) slots[i] = i;
+  std::stable_sort(slots.begin(), slots.end(), [&](int x, int y) {
+    const int px = s.pos[x] < 0 ? 1 << 30 : s.pos[x], py = s.pos[y] < 0 ? 1 << 30 : s.pos[y];
+    return px < py;
+  });
+  s.order.resize(s.N);
+  for (int i = 0; i < a.S; ++i) s.order[i] = slots[i];
+  for (int c = 0; c < a.C; ++c) s.order[a.S + c] = a.S + c;
+  s.sink.assign(s.N, 0);
+  for (int k = 0; k < a.S; ++k) s.sink[k] = s.pos[k] >= 0 && s.pos[k] < a.sinks;
+  s.mask.assign((size_t)a.C * s.N, 0);
+  for (int c = 0; c < a.C; ++c) {
+    if (a.blind_row && c == a.C / 2) continue;
+    const int p = filled + c;  // the row's stream position
+    for (int k = 0; k < s.N; ++k) {
+      const int pk = k < a.S ? s.pos[k] : filled + (k - a.S);
+      if (pk < 0 || pk > p) continue;
+      s.mask[(size_t)c * s.N + k] = p - pk < a.window || (k < a.S && s.sink[k]);
+    }
+  }
+  return s;
+}
+
+// The call for chunk rows [j0, j1) of the scene, with rows [0, j0) already written to the cache
+// (slots S..S+j0-1, in stream order after the cache's own keys). Returns out [j1 - j0, H * hd].
+std::vector<float> run_attention(const Scene& s, int j0, int j1, int threads) {
+  const Attn& a = s.a;
+  const int kvd = s.kv_dim, ng = kvd / QK, L = 2, layer = 1;
+  const int S2 = a.S + j0, C2 = j1 - j0, N2 = S2 + C2;
+  const size_t es = s.kv == KV::I8 ? 1 : s.kv == KV::BF16 ? 2 : 4;
+  // two layers; layer 0 is garbage the kernel must not read
+  std::vector<char> kc((size_t)L * S2 * kvd * es, (char)0x7f), vc(kc.size(), (char)0x7f);
+  std::vector<float> ks((size_t)L * S2 * std::max(ng, 1), 1e30f), vs(ks.size(), 1e30f);
+  for (int t = 0; t < S2; ++t) {
+    const size_t dst = ((size_t)layer * S2 + t) * kvd * es, src = (size_t)t * kvd;
+    if (s.kv == KV::I8) {
+      std::memcpy(&kc[dst], &s.k8[src], kvd), std::memcpy(&vc[dst], &s.v8[src], kvd);
+      for (int g = 0; g < ng; ++g) {
+        ks[((size_t)layer * S2 + t) * ng + g] = s.ksc[(size_t)t * ng + g];
+        vs[((size_t)layer * S2 + t) * ng + g] = s.vsc[(size_t)t * ng + g];
+      }
+    } else if (s.kv == KV::BF16) {
+      std::memcpy(&kc[dst], &s.kb[src], kvd * 2), std::memcpy(&vc[dst], &s.vb[src], kvd * 2);
+    } else {
+      std::memcpy(&kc[dst], &s.kf[src], kvd * 4), std::memcpy(&vc[dst], &s.vf[src], kvd * 4);
+    }
+  }
+  std::vector<int32_t> order(N2);
+  for (int i = 0; i < a.S; ++i) order[i] = s.order[i];
+  for (int i = a.S; i < N2; ++i) order[i] = i;  // rows before j0 as slots, then the chunk's rows
+  bool* sink = new bool[N2];
+  for (int k = 0; k < N2; ++k) sink[k] = k < a.S && s.sink[k];
+  bool* mask = new bool[(size_t)C2 * N2];
+  for (int c = 0; c < C2; ++c)
+    for (int k = 0; k < N2; ++k) mask[(size_t)c * N2 + k] = s.mask[(size_t)(j0 + c) * s.N + k];
+  std::vector<float> out((size_t)C2 * a.H * a.hd, NAN);
+  const float* qw = s.qw.data() + (size_t)j0 * a.H * a.hd;
+  const float* qs = s.qs.data() + (size_t)j0 * a.H * a.hd;
+  const float* kn = s.knew.data() + (size_t)j0 * kvd;
+  const float* vn = s.vnew.data() + (size_t)j0 * kvd;
+  const char* kb = kc.data() + (size_t)layer * S2 * kvd * es;
+  const char* vb = vc.data() + (size_t)layer * S2 * kvd * es;
+  const float* ksb = ks.data() + (size_t)layer * S2 * ng;
+  const float* vsb = vs.data() + (size_t)layer * S2 * ng;
+  switch (s.kv) {
+    case KV::I8: attention_rows<KV::I8>(threads, qw, qs, C2, a.H, a.hd, S2, kvd, kb, vb, ksb, vsb, kn, vn, order.data(), mask, sink, out.data()); break;
+    case KV::BF16: attention_rows<KV::BF16>(threads, qw, qs, C2, a.H, a.hd, S2, kvd, kb, vb, nullptr, nullptr, kn, vn, order.data(), mask, sink, out.data()); break;
+    case KV::F32: attention_rows<KV::F32>(threads, qw, qs, C2, a.H, a.hd, S2, kvd, kb, vb, nullptr, nullptr, kn, vn, order.data(), mask, sink, out.data()); break;
+  }
+  delete[] sink;
+  delete[] mask;
+  return out;
+}
+
+void check_attention(std::mt19937& rng) {
+  const Attn cases[] = {
+      {"tiny gqa2 hd16", 4, 2, 16, 24, 8, 3, 20, false},
+      {"mha hd64", 4, 4, 64, 40, 8, 4, 24, false},
+      {"gqa3 hd32", 6, 2, 32, 33, 5, 0, 16, false},
+      {"gqa4 long rows hd128", 32, 8, 128, 30, 3, 2, 40, false},
+      {"gqa5 (no compiled group) hd64", 10, 2, 64, 21, 4, 2, 200, false},
+      {"gqa8 prefill hd64", 16, 2, 64, 45, 20, 4, 24, false},
+      {"gqa6 hd32 blind row", 12, 2, 32, 17, 6, 1, 9, true},
+      {"hd8 long rows", 128, 128, 8, 12, 2, 0, 16, false},
+      {"hd4 (scalar path)", 8, 8, 4, 14, 4, 2, 10, false},
+      {"hd256", 2, 1, 256, 19, 9, 3, 12, false},
+  };
+  for (const Attn& a : cases)
+    for (KV kv : {KV::I8, KV::BF16, KV::F32}) {
+      const Scene s = make_scene(rng, a, kv);
+      const char* kvn = kv == KV::I8 ? "int8" : kv == KV::BF16 ? "bf16" : "f32";
+      const std::string tag = std::string(a.name) + " " + kvn;
+      const uint64_t before = g_digest;
+      const int G = a.H / a.KVH, hd = a.hd, kvd = s.kv_dim;
+      const std::vector<float> out = run_attention(s, 0, a.C, 2);
+      // the reference, in double
+      double worst = 0;
+      bool ok = true;
+      for (int c = 0; c < a.C; ++c)
+        for (int h = 0; h < a.H; ++h) {
+          const int g = h / G;
+          std::vector<double> sc, acc(hd, 0.0);
+          std::vector<int> keys;
+          for (int j = 0; j < s.N; ++j) {
+            const int k = s.order[j];
+            if (!s.mask[(size_t)c * s.N + k]) continue;
+            const float* q = (s.sink[k] ? s.qs.data() : s.qw.data()) + ((size_t)c * a.H + h) * hd;
+            double dot = 0;
+            for (int i = 0; i < hd; ++i) dot += (double)q[i] * s.kf[(size_t)k * kvd + g * hd + i];
+            sc.push_back(dot / std::sqrt((double)hd)), keys.push_back(k);
+          }
+          double mx = -INFINITY, sum = 0;
+          for (double v : sc) mx = std::max(mx, v);
+          for (size_t t = 0; t < sc.size(); ++t) {
+            const double p = std::exp(sc[t] - mx);
+            sum += p;
+            for (int i = 0; i < hd; ++i) acc[i] += p * s.vf[(size_t)keys[t] * kvd + g * hd + i];
+          }
+          for (int i = 0; i < hd; ++i) {
+            const double want = sc.empty() ? 0.0 : acc[i] / sum, got = out[((size_t)c * a.H + h) * hd + i];
+            const double e = std::fabs(got - want);
+            worst = std::max(worst, e);
+            if (!(e <= 2e-5 + 2e-5 * std::fabs(want))) ok = false;
+          }
+        }
+      check(ok, tag + ": differs from the double reference beyond rtol = atol = 2e-5 (worst " + std::to_string(worst) + ")");
+      digest(out.data(), out.size());
+      if (std::getenv("KERNEL_CHECK_VERBOSE")) {
+        uint64_t h = 1469598103934665603ull;
+        std::swap(h, g_digest);
+        digest(out.data(), out.size());
+        std::printf("  %-40s %016" PRIx64 "\n", tag.c_str(), g_digest);
+        std::swap(h, g_digest);
+      }
+      (void)before;
+      const size_t row = (size_t)a.H * hd;
+      // threads
+      for (int threads : {1, 3}) {
+        const std::vector<float> o2 = run_attention(s, 0, a.C, threads);
+        check(same_bits(out.data(), o2.data(), out.size()), tag + ": " + std::to_string(threads) + " threads differ from 2");
+      }
+      // each row as a decode step, its predecessors in the cache
+      bool dec = true;
+      for (int c = 0; c < a.C; ++c) {
+        const std::vector<float> o1 = run_attention(s, c, c + 1, 1 + c % 2);
+        dec &= same_bits(out.data() + c * row, o1.data(), row);
+      }
+      check(dec, tag + ": a row as a 1-row decode step differs from the same row in the chunk");
+      // the chunk split in two at each point (a verify after a decode, a prefill in two chunks)
+      bool split = true;
+      for (int c0 = 1; c0 < a.C; c0 += std::max(1, a.C / 4)) {
+        const std::vector<float> p0 = run_attention(s, 0, c0, 2), p1 = run_attention(s, c0, a.C, 2);
+        split &= same_bits(out.data(), p0.data(), c0 * row) && same_bits(out.data() + c0 * row, p1.data(), (a.C - c0) * row);
+      }
+      check(split, tag + ": the chunk split in two differs from the whole chunk");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setenv("PINWHEEL_KERNEL_SPIN_US", "0", 1);  // helper threads sleep between calls (qemu, shared cores)
+  const std::string name = argc > 1 ? argv[1] : pinwheel_kernel_isa();
+  std::mt19937 rng(1234);
+  check_products(rng);
+  const uint64_t products = g_digest;
+  g_digest = 1469598103934665603ull;
+  check_attention(rng);
+  // The digests name the output bits: equal digests on two ISAs mean bit-identical results.
+  std::printf("%s: %d checks passed (kernel %s; output digests: products %016" PRIx64 ", attention %016" PRIx64 ")\n",
+              name.c_str(), g_checks - g_failures, pinwheel_kernel_isa(), products, g_digest);
+  if (g_failures) {
+    std::printf("%s: %d of %d checks FAILED\n", name.c_str(), g_failures, g_checks);
+    return 1;
+  }
+  return 0;
+}
