@@ -283,6 +283,7 @@ class ChatView(QScrollArea):
         self.boundary = QLabel()
         self.boundary.setObjectName("evictionBoundary")
         self.boundary.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.boundary.setWordWrap(True)  # one line forced a narrow chat wider than its view
         self.boundary.setAccessibleName("Out of view boundary")
         self.boundary.setVisible(False)
         self.placeholder = QLabel(PLACEHOLDER)

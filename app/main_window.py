@@ -631,8 +631,9 @@ class MainWindow(QMainWindow):
         if not name:
             return
         lacks = "its chat template does not work" if info.template_error else "it has no chat template"
-        self.templateLabel.setText(f"built-in {name} format")
-        self.stageLabel.setText(f"{self.stageLabel.text()} · the file uses the built-in {name} turn format: {lacks}")
+        self.templateLabel.setText(f"built-in {name} format")  # which one (the tooltip says why)
+        short = "the file's chat template fails" if info.template_error else "the file has no chat template"
+        self.stageLabel.setText(f"{self.stageLabel.text()} · {short}")  # short: the status bar is narrow
         if info.template_error:
             hint = f"The file's own template: {info.template_error}"
         else:
@@ -955,6 +956,7 @@ class MainWindow(QMainWindow):
             what = "Applied without rebuilding the cache: it already fits these settings."
         what += self._adopt_pending_settings()
         self.settingsPanel.applied_ok(self.settings, plan, what)
+        self.stageLabel.setText("Cache rebuilt" if rebuilt else "Settings applied")  # ("Applying…" is over)
         self.gauge.set_plan(plan)
         self._warn_if_short(plan)
         if self.current_id is not None:

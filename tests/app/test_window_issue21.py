@@ -263,3 +263,28 @@ def test_the_gauges_slot_legend_adds_up_to_the_capacity_at_first_start(qtbot):
     qtbot.addWidget(fresh)
     fresh.set_plan(SimpleNamespace(kv_bytes=928 * 1024, budget_bytes=1 << 20, sinks=11, window=917))
     assert fresh.legend() == ["sinks 11", "window 0/917", "free 917"]
+
+
+# --------------------------------------------------------------------------- the built-in turn format
+
+
+def test_a_file_without_a_template_says_so_in_the_status_bar(qtbot, tmp_path):
+    """Issue 21 (2): the window names the built-in turn format a template-less file chats in, with
+    why and the base-model hint in the tooltip."""
+    from PySide6.QtWidgets import QLabel
+
+    from app import MainWindow
+    from tests.fixtures.family_gguf import write_family_gguf
+
+    win = MainWindow(model_path=write_family_gguf(tmp_path / "gemma-bare.gguf", "gemma3", template=""),
+                     data_dir=tmp_path / "data")
+    win.show()
+    try:
+        qtbot.waitUntil(lambda: win.model_ready or bool(win.errors), timeout=LOAD_TIMEOUT_MS)
+        assert win.model_ready, win.errors
+        label = win.findChild(QLabel, "statusTemplate")
+        assert label.isVisible() and label.text() == "built-in gemma format"
+        assert "no chat template" in label.toolTip() and "base model" in label.toolTip()
+        assert "the file has no chat template" in win.stageLabel.text()
+    finally:
+        close(win)
