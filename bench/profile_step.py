@@ -4,6 +4,7 @@ each of the busiest kernels by the HLO it runs.
     python -m bench.profile_step                 # default model, default plan (928 slots)
     python -m bench.profile_step --window 256 --rows 8
     python -m bench.profile_step --rows 64       # a prefill chunk
+    PINWHEEL_KERNELS=0 python -m bench.profile_step --fill 200   # the XLA path, 200 tokens cached
 
 Prints the step's CPU and wall time, the summed kernel time per step (all threads), and the top
 kernels with the first line of their HLO (which matrix, which fusion). This is how the README's
@@ -29,6 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=int, default=None)
     ap.add_argument("--rows", type=int, default=1, choices=(1, 8, 64),
                     help="1: decode step, 8: draft verify, 64: prefill chunk")
+    ap.add_argument("--fill", type=int, default=None,
+                    help="tokens in the cache before the profiled steps (default: a full cache, as in a long chat)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=14)
     args = ap.parse_args(argv)
@@ -47,7 +50,7 @@ def main(argv=None) -> int:
     d = Decoder(model, plan, n_sink=plan.sinks)
     d.warmup()
     ids = np.random.default_rng(0).integers(10, min(1000, model.config.vocab_size), plan.capacity + 64)
-    d.feed(ids[: plan.capacity + 10])  # a full cache, as in a long chat
+    d.feed(ids[: plan.capacity + 10 if args.fill is None else args.fill])  # default: a full cache
     if args.rows == 1:
         _, batch = d._batch(ids[:1], 1)
         hlo = forward.step.lower(model.params, d.cache, batch, d.cfg, False).compile().as_text()

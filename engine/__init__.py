@@ -8,7 +8,10 @@ the settings panel, the launcher) without paying for importing JAX.
 """
 from importlib import import_module
 
+from . import xla_flags
 from .version import __version__
+
+xla_flags.apply()  # before anything creates JAX's backend (XLA reads its flags once)
 
 _EXPORTS = {
     "NEEDLE_BUDGET": "budget", "auto_budget": "budget", "MemoryPlan": "budget", "plan_memory": "budget",

@@ -18,6 +18,9 @@ the native kernel (engine.kernels), which computes each row the same way whateve
 rows: a 1-row decode step, an 8-row verify and a 64-row prefill chunk agree bit for bit on the
 linear layers. The per-layer weights are stacked; the scan passes the layer index to the kernel
 instead of slicing the weights (a slice would be copied for the call).
+
+Without the kernel the loader holds the weights in the XLA path's int8 form (engine.quant) and
+the layers run attention_xla; the path follows the weights' form (layer()).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from . import kernels
 from .budget import KV_GROUP
 from .config import LOCAL, ModelConfig
 from .kv_cache import KVCache
-from .quant import QLinear, matmul, take_rows
+from .quant import QLinear, is_xla_form, matmul, take_rows
 from .quant import rms_norm_rows as rms_norm
 
 # Speculative drafts are verified in steps of this many rows (the sampled token + 7 drafts).
@@ -140,6 +143,64 @@ def attention(cfg: ModelConfig, q, k_all, v_all, cos, sin, sink_cos, sink_sin, m
     return out.transpose(2, 0, 1, 3).reshape(C, -1)
 
 
+XLA_KEY_BLOCK = 256  # the XLA attention's smallest span of cache slots (then 2x, 4x ... the capacity)
+
+
+def key_spans(capacity: int) -> list[int]:
+    """The spans of cache slots the XLA attention is compiled for: 256, 512, ... and the capacity."""
+    spans, b = [], XLA_KEY_BLOCK
+    while b < capacity:
+        spans.append(b)
+        b *= 2
+    return spans + [capacity]
+
+
+def attention_xla(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, cos, sin, sink_cos, sink_sin, mask,
+                  key_sink):
+    """The XLA path's attention, straight from cache layer i (any dtype) and the chunk's own
+    new rows, without concatenating them into one dequantized copy: the cache's scores and the
+    new keys' are joined (a few KB) and one softmax spans both. Slots are filled from the front
+    until the ring wraps, so only the first `span` slots are read, the smallest of key_spans()
+    that holds every slot the mask lets any row see (chosen at run time: lax.switch over the
+    spans, one compiled branch each); a 300-token chat in a 4,128-slot cache reads 512 slots,
+    not 4,128. The same numbers as attention() on the concatenation, in f32. Both products keep
+    the cache's rows whole: the scores with the keys [KVH, span, hd] as a GEMM's rows, the values
+    as [KVH, span, hd] on the right (an einsum let XLA pick V^T, a transpose of every value of the
+    span: 1 ms a layer at the 1.7B shape). q [C, H, hd] un-rotated; k_new/v_new [C, kv] f32 (keys
+    rotated)."""
+    C, G, KVH, hd = q.shape[0], cfg.q_per_kv, cfg.n_kv_heads, cfg.head_dim
+    S = cache.k.shape[1]
+    # both rotations of the query in one operand: [C, KVH, 2G, hd], window then sink
+    q2 = jnp.concatenate([rope(q, cos, sin).reshape(C, KVH, G, hd), rope(q, sink_cos, sink_sin).reshape(C, KVH, G, hd)],
+                         axis=2)
+    kn, vn = k_new.reshape(C, KVH, hd), v_new.reshape(C, KVH, hd)
+    s_new = jnp.einsum("tkd,ckgd->ktcg", kn, q2)  # [KVH, C keys, C rows, 2G]
+
+    def over(span):  # layer i's first `span` slots, sliced inside the branch (no copy of the layer)
+        cut = lambda a: None if a is None else lax.dynamic_slice(a, (i, 0, 0), (1, span, a.shape[2]))[0]  # noqa: E731
+        kc = dequantize_kv(cut(cache.k), cut(cache.k_scale)).reshape(span, KVH, hd)
+        s_c = jnp.einsum("skd,ckgd->kscg", kc, q2)  # [KVH, span, C, 2G]: the keys as a GEMM's rows
+        sc = jnp.concatenate([s_c, s_new], axis=1)
+        sink = jnp.concatenate([key_sink[:span], key_sink[S:]])[None, :, None, None]
+        sc = jnp.where(sink, sc[..., G:], sc[..., :G]) * (cfg.head_dim**-0.5)
+        seen = jnp.concatenate([mask[:, :span], mask[:, S:]], axis=1).T[None, :, :, None]
+        p = jax.nn.softmax(jnp.where(seen, sc, -jnp.inf), axis=1)  # [KVH, span + C, C, G]
+        vc = dequantize_kv(cut(cache.v), cut(cache.v_scale)).reshape(span, KVH, hd)
+        pc = jnp.moveaxis(p[:, :span], 1, -1).reshape(KVH, C * G, span)  # [KVH, C * G, span]
+        vt = jnp.swapaxes(vc, 0, 1)  # [KVH, span, hd]
+        pv = lax.dot_general(pc, vt, (((2,), (1,)), ((0,), (0,))), preferred_element_type=jnp.float32)
+        out = jnp.moveaxis(pv.reshape(KVH, C, G, hd), 1, 0) + jnp.einsum("ktcg,tkd->ckgd", p[:, span:], vn)
+        return out.reshape(C, -1)
+
+    spans = key_spans(S)
+    if len(spans) == 1:
+        return over(S)
+    seen_slots = jnp.any(mask[:, :S], axis=0)
+    bound = jnp.max(jnp.where(seen_slots, jnp.arange(1, S + 1, dtype=jnp.int32), 0))
+    which = jnp.sum(bound > jnp.asarray(spans[:-1], jnp.int32)).astype(jnp.int32)
+    return lax.switch(which, [partial(over, b) for b in spans])
+
+
 def attention_native(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, cos, sin, sink_cos, sink_sin, mask,
                      key_sink, order):
     """The same attention in the native kernel, straight from the (int8) cache of every layer:
@@ -165,19 +226,17 @@ def _store(cache: KVCache, k, v):
     return (k_store, v_store, None, None), k_store.astype(jnp.float32), v_store.astype(jnp.float32)
 
 
-def _attend(cfg: ModelConfig, q, k, v, cache: KVCache, j, keys):
+def _attend(cfg: ModelConfig, q, k, v, cache: KVCache, j, keys, native: bool):
     """Rotate the new keys, attend over cache layer j plus the chunk; keys = (cos, sin,
-    sink_cos, sink_sin, mask, key_sink, order) of this layer kind. Returns (out, rows to store)."""
+    sink_cos, sink_sin, mask, key_sink, order) of this layer kind. Returns (out, rows to store).
+    native: the kernel's attention, else the XLA path's."""
     cos, sin, scos, ssin, mask, key_sink, order = keys
     C, KVH, hd = q.shape[0], cfg.n_kv_heads, cfg.head_dim
     k = rope(k.reshape(C, KVH, hd), cos, sin).reshape(C, -1)
     rows, k_new, v_new = _store(cache, k, v)
-    if kernels.available():
+    if native:
         return attention_native(cfg, q, k_new, v_new, cache, j, *keys), rows
-    at = lambda a: None if a is None else lax.dynamic_index_in_dim(a, j, keepdims=False)  # noqa: E731
-    k_all = jnp.concatenate([dequantize_kv(at(cache.k), at(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
-    v_all = jnp.concatenate([dequantize_kv(at(cache.v), at(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-    return attention(cfg, q, k_all, v_all, cos, sin, scos, ssin, mask, key_sink), rows
+    return attention_xla(cfg, q, k_new, v_new, cache, j, cos, sin, scos, ssin, mask, key_sink), rows
 
 
 def _global_keys(batch: Batch):
@@ -209,6 +268,8 @@ def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
     """Layer i (w holds every layer's weights, stacked; cache every layer's K/V). Returns the
     new x and the chunk's K/V rows as they will be stored."""
     C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    # The path follows the weights: the loader holds the XLA path's form only without the kernel.
+    native = kernels.available() and not is_xla_form(w.wqkv)
     qkv = matmul(x, w.wqkv, i, norm=w.attn_norm, eps=cfg.rms_eps)
     if cfg.qkv_bias:
         qkv = qkv + w.qkv_bias[i]
@@ -222,11 +283,11 @@ def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
     if cfg.local_layers:
         local, sub = _kind_index(cfg)
         j = jnp.asarray(sub)[i]
-        glob = lambda q, k, v: _attend(cfg, q, k, v, cache, j, _global_keys(batch))  # noqa: E731
-        loc = lambda q, k, v: _attend(cfg, q, k, v, cache.local, j, _local_keys(batch))  # noqa: E731
+        glob = lambda q, k, v: _attend(cfg, q, k, v, cache, j, _global_keys(batch), native)  # noqa: E731
+        loc = lambda q, k, v: _attend(cfg, q, k, v, cache.local, j, _local_keys(batch), native)  # noqa: E731
         att, rows = lax.cond(jnp.asarray(local)[i], loc, glob, q, k, v)
     else:
-        att, rows = _attend(cfg, q, k, v, cache, i, _global_keys(batch))
+        att, rows = _attend(cfg, q, k, v, cache, i, _global_keys(batch), native)
     a = matmul(att, w.wo, i)
     x = x + (rms_norm(a, w.post_attn_norm[i], cfg.rms_eps) if cfg.post_norms else a)
     gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)

@@ -387,17 +387,28 @@ def _family(cfg: ModelConfig) -> Family:
     return FAMILIES[cfg.arch]
 
 
-def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, stacked: bool = True):
+def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, stacked: bool = True,
+           xla: bool = False):
     """One stacked weight from per-layer lists of (tensor name, rows, heads to un-permute or
     None), merged along the output axis in that order; every layer in one block format.
     stacked=False: one layer, no layer axis (the embedding, the head). Built straight into the
-    arrays JAX adopts, then the file's pages are dropped: the peak is the model plus one tensor."""
+    arrays JAX adopts, then the file's pages are dropped: the peak is the model plus one tensor.
+    xla: in the XLA path's form (engine.quant.XLA_FORMS), else the kernel's layout."""
     fmt = quant.group_format(tensors.type_of(n) for members in names for n, _, _ in members)
     out = sum(r for _, r, _ in names[0])
-    q, d, m = quant.empty(fmt, (len(names),), out, inp)
+    if xla:  # no kernel: the XLA path's own int8 form, and nothing of the kernel's layout
+        form, pieces = quant.XLA_FORMS[fmt], quant.xla_pieces(inp)
+        q, d, m = quant.empty_xla(form, (len(names),), out, inp)
+    else:
+        q, d, m = quant.empty(fmt, (len(names),), out, inp)
     G = quant.GROUP
 
     def put(i, r0, part):  # rows r0.. of layer i; r0 and every member's size are multiples of 8
+        if xla:
+            for dst, a in zip((q, d, m), quant.xla_rows(*part, fmt)):
+                if dst is not None:
+                    quant.put_xla_rows(dst[i], r0, a, pieces)
+            return
         for dst, a in zip((q, d, m), quant.interleave(*part, fmt)):
             if dst is not None:
                 dst[i, r0 // G : r0 // G + len(a)] = a
@@ -413,10 +424,21 @@ def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
                 put(i, r0, [None if a is None else unpermute_qk(a, heads) for a in part])
             r0 += rows
         tensors.release_pages()  # this layer's file pages: the peak stays one layer above the model
-    q, d, m = (quant.to_chunks(a) for a in (q, d, m))
+    if not xla:
+        q, d, m = (quant.to_chunks(a) for a in (q, d, m))
     if not stacked:
         q, d, m = (None if a is None else a[0] for a in (q, d, m))
+    if xla:
+        return QLinear(*map(quant.to_device, (q, d, m)), form, out, pieces)
     return QLinear(*map(quant.to_device, (q, d, m)), fmt, out)
+
+
+def xla_path() -> bool:
+    """True when this process runs the XLA path (no native kernel): the loader then holds the
+    weights in the XLA path's form (engine.quant.XLA_FORMS) instead of the kernel's."""
+    from . import kernels
+
+    return not kernels.available()
 
 
 def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, bool]]:
@@ -465,27 +487,32 @@ def _vectors(cfg: ModelConfig) -> dict[str, tuple[list[str], int]]:
     return out
 
 
-def weight_bytes(cfg: ModelConfig, type_of) -> int:
+def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     """What load_params will hold, in bytes, from the tensor types alone (type_of(name) -> GGUF
     type name, None when absent): the block formats' sizes plus the f32 vectors. No tensor data
-    is read."""
+    is read. xla: for the XLA path's form (default: the path this process runs, xla_path())."""
+    xla = xla_path() if xla is None else xla
     total = (cfg.n_layers * sum(n for _, n in _vectors(cfg).values()) + cfg.d_model) * 4  # + the output norm
     has = lambda n: type_of(n) is not None  # noqa: E731
     for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
         fmt = quant.group_format(type_of(n) for members in names for n, _, _ in members)
         rows = sum(r for _, r, _ in names[0])
-        total += len(names) * quant.nbytes(fmt, rows, inp)
+        total += len(names) * quant.nbytes(quant.XLA_FORMS[fmt] if xla else fmt, rows, inp)
     return total
 
 
-def load_params(cfg: ModelConfig, tensors: _Tensors) -> tuple[Params, dict[str, np.ndarray]]:
-    """The weights, and the rotary factor tensors the file has (by name)."""
+def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) -> tuple[Params, dict[str, np.ndarray]]:
+    """The weights, and the rotary factor tensors the file has (by name). xla: hold the matrices
+    in the XLA path's form (default: when this process runs the XLA path, xla_path()); one form
+    only, never both."""
+    xla = xla_path() if xla is None else xla
     d = cfg.d_model
     fam = _family(cfg)
     has = lambda n: n in tensors.by_name  # noqa: E731
     tensors.check(model_tensors(fam, cfg, has))
     tied = not has("output.weight")
-    w = {key: _group(tensors, names, inp, stacked) for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
+    w = {key: _group(tensors, names, inp, stacked, xla)
+         for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
     vec = {}
     for key, (names, n) in _vectors(cfg).items():
         rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in range(cfg.n_layers)]
@@ -580,8 +607,10 @@ def check_model_file(path: str | os.PathLike) -> ModelConfig:
     return cfg
 
 
-def load_model(path: str | os.PathLike) -> Model:
-    """Load a GGUF chat model; every failure is a ModelFileError with one clear line."""
+def load_model(path: str | os.PathLike, xla: bool | None = None) -> Model:
+    """Load a GGUF chat model; every failure is a ModelFileError with one clear line. xla: the
+    weights in the XLA path's form; None (always, but in the bench that times both paths in one
+    process): exactly when the native kernel is unavailable."""
     from .budget import auto_budget
     from .chat_template import ChatTemplate
     from .tokenizer import Tokenizer
@@ -601,9 +630,10 @@ def load_model(path: str | os.PathLike) -> Model:
             f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}"
         )
     tensors = _Tensors(reader, size)
-    check_fits(p.name, weight_bytes(cfg, tensors.type_of), auto_budget(cfg)[0])  # the default cache
+    xla = xla_path() if xla is None else xla
+    check_fits(p.name, weight_bytes(cfg, tensors.type_of, xla), auto_budget(cfg)[0])  # the default cache
     try:
-        params, freq = load_params(cfg, tensors)
+        params, freq = load_params(cfg, tensors, xla)
         tensors.release_pages()
     except MemoryError:
         raise ModelFileError(f"not enough memory to load {p.name}") from None

@@ -9,8 +9,16 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
 - `q4_1`: the same nibbles with a scale and an offset: w = d * q + m (Q4_1 as stored; Q4_K's
   sub-blocks of 32 are exactly this, with d = d_super * scale and m = -dmin * min).
 
-`matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built, else an XLA
-dequantize-and-dot that computes the same product in f32.
+`matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built. Where it is not
+(`PINWHEEL_KERNELS=0`, a GPU, a CPU no variant covers) the loader holds each matrix in the XLA
+path's own form instead, made once at load (xla_rows, empty_xla), never beside the kernel's:
+- `xla_q8`: int8 values [..., out, in] in plain row order and an f16 scale per 32 values
+  [..., out, in/32]: w = d * q (q8_0 as stored; q4_0's nibbles unpacked at load to q - 8);
+- `xla_q8m`: the same with an f16 offset per 32: w = d * q + m (q4_1, q in 0..15).
+A matrix wider than XLA_MATVEC_WIDTH inputs is held as `pieces` column blocks, each contiguous:
+q [..., pieces, out, in/pieces] (see xla_pieces).
+XLA fuses the int8 -> f32 convert and the scale into the dot's loop, so a decode step streams the
+int8 bytes once (no nibble unpacking, no f32 copy of a weight); see matmul.
 """
 from __future__ import annotations
 
@@ -26,6 +34,8 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 FORMATS = ("q8_0", "q4_0", "q4_1")
+# The XLA path's form of each kernel format (see the module doc): int8 values in row order.
+XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m"}
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP}
 
 
@@ -38,13 +48,18 @@ class QLinear:
 
     q: uint8 [..., out/8/K, in/32, K * 256] (q8_0: each value + 128) or [..., K * 128] (4-bit);
     d: f16 [..., out/8/K, in/32, K * 8]; m: the same, q4_1 only; rows: the real output count
-    (the last group is padded with zero rows when it is not a multiple of 8)."""
+    (the last group is padded with zero rows when it is not a multiple of 8).
+
+    In the XLA path's forms (fmt xla_q8 / xla_q8m, see the module doc): q int8 [..., out, in],
+    d (and m) f16 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
+    and [..., pieces, out, in/pieces/32]."""
 
     q: jax.Array
     d: jax.Array
     m: jax.Array | None = None
     fmt: str = field(default="q8_0", metadata=dict(static=True))
     rows: int = field(default=0, metadata=dict(static=True))
+    pieces: int = field(default=1, metadata=dict(static=True))  # XLA forms: column blocks (xla_pieces)
 
     @property
     def nbytes(self) -> int:
@@ -100,8 +115,31 @@ def _scales(a: jax.Array) -> jax.Array:
     return jnp.moveaxis(a.astype(jnp.float32), -1, -2)[..., None]
 
 
+def is_xla_form(w: QLinear) -> bool:
+    return w.fmt in ("xla_q8", "xla_q8m")
+
+
+def _dequantize_xla(q: jax.Array, d: jax.Array, m: jax.Array | None) -> jax.Array:
+    """The XLA form's blocks -> f32 [..., out, in]: elementwise, so XLA fuses it into its consumer."""
+    *lead, out, inp = q.shape
+    v = q.astype(jnp.float32).reshape(*lead, out, inp // QK, QK) * d.astype(jnp.float32)[..., None]
+    if m is not None:
+        v = v + m.astype(jnp.float32)[..., None]
+    return v.reshape(*lead, out, inp)
+
+
+def _joined(v: jax.Array, pieces: int) -> jax.Array:
+    """[..., pieces, out, w] -> [..., out, pieces * w] (the column blocks side by side)."""
+    if pieces == 1:
+        return v
+    v = jnp.moveaxis(v, -3, -2)
+    return v.reshape(*v.shape[:-2], -1)
+
+
 def dequantize(w: QLinear) -> jax.Array:
     """f32 [..., out, in] (XLA: the fallback product)."""
+    if is_xla_form(w):
+        return _joined(_dequantize_xla(w.q, w.d, w.m), w.pieces)
     v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt) * _scales(_groups(w.d, GROUP))
     if w.fmt == "q4_1":
         v = v + _scales(_groups(w.m, GROUP))
@@ -111,6 +149,10 @@ def dequantize(w: QLinear) -> jax.Array:
 
 def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
     """Rows of a 2-D weight as f32 [len(rows), in] (the embedding lookup)."""
+    if is_xla_form(w):
+        pick = (lambda a: None if a is None else a[rows]) if w.pieces == 1 else (  # noqa: E731
+            lambda a: None if a is None else a[:, rows])
+        return _joined(_dequantize_xla(pick(w.q), pick(w.d), pick(w.m)), w.pieces)
     k = w.d.shape[-1] // GROUP
     g, r, i = rows // GROUP, rows % GROUP, jnp.arange(rows.shape[0])
 
@@ -149,6 +191,8 @@ def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.A
     """rms_norm(x, norm[layer]) (when norm is given) @ w[layer].T -> [C, out] f32, x [C, in] f32;
     w (and norm) are stacked [L, ...] when layer is given. The kernel does the norm itself, so
     that it too is computed the same way for every row count."""
+    if is_xla_form(w):
+        return _matmul_xla(x, w, layer, norm, eps)
     if kernels.available():
         lift = (lambda a: a) if layer is not None else (lambda a: None if a is None else a[None])  # noqa: E731
         q, d, m = lift(w.q), lift(w.d), lift(w.m)
@@ -163,6 +207,68 @@ def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.A
     if norm is not None:
         x = rms_norm(x, norm, eps)
     return jnp.dot(x, dequantize(w).T, preferred_element_type=jnp.float32)
+
+
+# XLA:CPU fuses a matrix-vector product's producers only while the vector is under 16 KB (4,096
+# f32): a longer one (the 1.7B's 8,192-wide down projection) would make XLA dequantize the whole
+# weight into an f32 copy first. Wider matrices are held in column blocks of at most this width
+# (xla_pieces), each contiguous (a strided slice of the whole streams 2.8x slower), and the
+# product is summed over the blocks.
+XLA_MATVEC_WIDTH = 4064
+
+
+def xla_pieces(inp: int) -> int:
+    """Column blocks of an XLA-form matrix with `inp` inputs: the fewest that divide its blocks
+    of 32 evenly, each at most XLA_MATVEC_WIDTH wide (8,192 -> 4 of 2,048)."""
+    nb, most = inp // QK, XLA_MATVEC_WIDTH // QK
+    return next(p for p in range(-(-nb // most), nb + 1) if nb % p == 0)
+
+
+def _materialized(v: jax.Array) -> jax.Array:
+    """v, computed once into its own buffer. Left to itself XLA:CPU fuses the vector's cheap
+    producers (the norm's multiplies, silu(gate) * up) into the product's loop, where they are
+    recomputed for every output row: 2x the time of the down projection (bench: 4.6 vs 2.4 ms
+    for 16 layers of 960 x 2560). A conditional is a fusion boundary XLA keeps (an
+    optimization_barrier is removed before fusion); both branches return v (the second as
+    v * 1, exact: two identical branches would be merged back into one by JAX), so the
+    predicate (false only for a NaN) never changes the result."""
+    return jax.lax.cond(v[0] == v[0], lambda a: a, lambda a: a * jnp.float32(1), v)
+
+
+def _matmul_xla(x: jax.Array, w: QLinear, layer: jax.Array | None, norm: jax.Array | None, eps: float) -> jax.Array:
+    """The XLA path's product on its int8 form. The layer's slice of the stacked weight, the
+    int8 -> f32 convert and the per-32 scale all stay inside the dot's fusion: for one row
+    (a decode step) XLA:CPU emits the matrix-vector product as one vectorized loop over the int8
+    bytes, split across the threads, and materializes nothing (jit(...).lower(...).compile()
+    .as_text() shows one fusion per matrix (per column block), its temp buffers a few KB). XLA
+    fuses the producers into the dot only for a rank-1 vector on the left, hence x[0] and the
+    transposed weight. More rows (a prefill chunk, a draft to verify) go to XLA's GEMM, which
+    takes a dequantized f32 copy of the layer's weight, made once per chunk and shared by its
+    rows."""
+    q, d, m = w.q, w.d, w.m
+    if layer is not None:
+        q, d, m = q[layer], d[layer], None if m is None else m[layer]
+        norm = None if norm is None else norm[layer]
+    if norm is not None:
+        x = rms_norm(x, norm, eps)
+    if x.shape[0] != 1:
+        wf = _joined(_dequantize_xla(q, d, m), w.pieces)
+        return jnp.dot(x, wf.T, preferred_element_type=jnp.float32)
+    cpu = jax.default_backend() == "cpu"  # (on a GPU a conditional would cost a host sync)
+    v = _materialized(x[0]) if cpu else x[0]
+    if w.pieces == 1:
+        return jnp.dot(v, _dequantize_xla(q, d, m).T, preferred_element_type=jnp.float32)[None]
+    width = q.shape[-1]
+    y = None
+    for p in range(w.pieces):
+        part = jnp.dot(v[p * width : (p + 1) * width], _dequantize_xla(q[p], d[p], None if m is None else m[p]).T,
+                       preferred_element_type=jnp.float32)
+        # Each block leaves its dot through a fusion boundary before the sum: XLA:CPU would fuse
+        # a dot's add consumer into an output fusion, which takes the weight as a materialized
+        # f32 operand (measured: 0.4 s a step for the 1.7B's down projection).
+        part = _materialized(part) if cpu else part
+        y = part if y is None else y + part
+    return y[None]
 
 
 # --- numpy side: GGUF blocks -> these formats (the loader) -------------------------------------
@@ -265,7 +371,10 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
 
 
 def nbytes(fmt: str, out: int, inp: int) -> int:
-    """Bytes of one [out, in] weight in format fmt, as empty() allocates it."""
+    """Bytes of one [out, in] weight in format fmt (a kernel format or an XLA form), as empty()
+    or empty_xla() allocates it."""
+    if fmt in ("xla_q8", "xla_q8m"):
+        return out * inp + out * (inp // QK) * 2 * (2 if fmt == "xla_q8m" else 1)
     G, nb = -(-out // GROUP), inp // QK
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
@@ -291,6 +400,40 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     q = aligned_empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt == "q4_1" else None)
+
+
+def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
+    """Row-layout blocks of kernel format fmt (convert's output) -> the XLA form's rows: int8
+    values [out, in] (4-bit values unpacked from GGUF's nibble order, q4_0's minus 8), d and m
+    as they are. Exact: the XLA form dequantizes to the same numbers as the kernel's."""
+    if fmt == "q8_0":
+        return q.view(np.int8), d, None
+    out, nb = d.shape
+    b = q.reshape(out, nb, QK // 2)
+    v = np.concatenate([b & 0x0F, b >> 4], axis=-1).reshape(out, nb * QK).view(np.int8)
+    if fmt == "q4_0":
+        v -= 8  # 0..15 -> -8..7, in place (v is a fresh array)
+        return v, d, None
+    return v, d, m
+
+
+def empty_xla(form: str, lead: tuple[int, ...], out: int, inp: int):
+    """Preallocated numpy arrays (q, d, m) for a (stacked) weight in an XLA form, in column
+    blocks when it is wider than XLA_MATVEC_WIDTH (put_xla_rows fills them)."""
+    P = xla_pieces(inp)
+    blocks = (P,) if P > 1 else ()
+    q = aligned_empty((*lead, *blocks, out, inp // P), np.int8)
+    d = aligned_empty((*lead, *blocks, out, inp // P // QK), np.float16)
+    return q, d, (aligned_empty(d.shape, np.float16) if form == "xla_q8m" else None)
+
+
+def put_xla_rows(dst: np.ndarray, r0: int, a: np.ndarray, pieces: int) -> None:
+    """Rows [r0, r0 + len(a)) of one layer's XLA-form array dst ([out, w] or [pieces, out, w])
+    from row-layout a [rows, in]."""
+    if pieces == 1:
+        dst[r0 : r0 + len(a)] = a
+    else:
+        dst[:, r0 : r0 + len(a)] = a.reshape(len(a), pieces, -1).transpose(1, 0, 2)
 
 
 def to_device(a: np.ndarray | None) -> jax.Array | None:

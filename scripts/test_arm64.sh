@@ -10,7 +10,7 @@
 # and builds and runs the same harness natively (-march=native), which checks the harness against
 # the x86 paths. Every build is -Wall -Wextra -Werror; with clang++ on PATH the source is also
 # checked warning-free with clang for x86-64 and aarch64. Installs what it lacks (root + apt-get:
-# g++-aarch64-linux-gnu, qemu-user-static). Exits non-zero on any failure.
+# g++-aarch64-linux-gnu, qemu-user-static, clang). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
@@ -22,6 +22,7 @@ qemu() { command -v qemu-aarch64-static || command -v qemu-aarch64 || true; }
 missing=""
 command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || missing="$missing g++-aarch64-linux-gnu"
 [ -n "$(qemu)" ] || missing="$missing qemu-user-static"
+command -v clang++ >/dev/null 2>&1 || missing="$missing clang"  # the second compiler the source must satisfy
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "test_arm64: installing$missing"
