@@ -387,14 +387,30 @@ def _family(cfg: ModelConfig) -> Family:
     return FAMILIES[cfg.arch]
 
 
+def layer_formats(names: list[list[tuple[str, int, int | None]]], type_of) -> list[str]:
+    """The block format each layer of a stacked weight is held in: one per layer, from the types
+    of that layer's merged tensors (q, k and v of one layer share a format)."""
+    return [quant.group_format(type_of(n) for n, _, _ in members) for members in names]
+
+
 def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, stacked: bool = True,
            xla: bool = False):
     """One stacked weight from per-layer lists of (tensor name, rows, heads to un-permute or
-    None), merged along the output axis in that order; every layer in one block format.
-    stacked=False: one layer, no layer axis (the embedding, the head). Built straight into the
-    arrays JAX adopts, then the file's pages are dropped: the peak is the model plus one tensor.
-    xla: in the XLA path's form (engine.quant.XLA_FORMS), else the kernel's layout."""
-    fmt = quant.group_format(tensors.type_of(n) for members in names for n, _, _ in members)
+    None), merged along the output axis in that order. Layers whose tensors differ in type (a
+    Q4_K_M file's Q6_K attn_v and ffn_down in some layers) are stacked per format
+    (quant.MixedLinear), so that each layer keeps the narrowest format its tensors allow."""
+    formats = layer_formats(names, tensors.type_of)
+    parts = [_stack(tensors, [m for m, f in zip(names, formats) if f == fmt], inp, fmt, stacked, xla)
+             for fmt in dict.fromkeys(formats)]
+    return quant.mixed(parts, formats)
+
+
+def _stack(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, fmt: str,
+           stacked: bool = True, xla: bool = False):
+    """One stacked weight, every layer in block format fmt. stacked=False: one layer, no layer
+    axis (the embedding, the head). Built straight into the arrays JAX adopts, then the file's
+    pages are dropped: the peak is the model plus one tensor. xla: in the XLA path's form
+    (engine.quant.XLA_FORMS), else the kernel's layout."""
     out = sum(r for _, r, _ in names[0])
     if xla:  # no kernel: the XLA path's own int8 form, and nothing of the kernel's layout
         form, pieces = quant.XLA_FORMS[fmt], quant.xla_pieces(inp)
@@ -495,9 +511,9 @@ def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     total = (cfg.n_layers * sum(n for _, n in _vectors(cfg).values()) + cfg.d_model) * 4  # + the output norm
     has = lambda n: type_of(n) is not None  # noqa: E731
     for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
-        fmt = quant.group_format(type_of(n) for members in names for n, _, _ in members)
         rows = sum(r for _, r, _ in names[0])
-        total += len(names) * quant.nbytes(quant.XLA_FORMS[fmt] if xla else fmt, rows, inp)
+        for fmt in layer_formats(names, type_of):
+            total += quant.nbytes(quant.XLA_FORMS[fmt] if xla else fmt, rows, inp)
     return total
 
 

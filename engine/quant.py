@@ -7,7 +7,9 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
 - `q4_0`: two 4-bit values per byte [..., out, in/2] (GGUF's order: a block's 16 bytes hold
   values 0-15 in the low nibbles, 16-31 in the high) and a scale: w = d * (q - 8);
 - `q4_1`: the same nibbles with a scale and an offset: w = d * q + m (Q4_1 as stored; Q4_K's
-  sub-blocks of 32 are exactly this, with d = d_super * scale and m = -dmin * min).
+  sub-blocks of 32 are this, with d = d_super * scale and m = -dmin * min rounded to f16).
+A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
+the narrowest format its own tensors allow.
 
 `matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built. Where it is not
 (`PINWHEEL_KERNELS=0`, a GPU, a CPU no variant covers) the loader holds each matrix in the XLA
@@ -66,6 +68,51 @@ class QLinear:
         return sum(int(a.nbytes) for a in (self.q, self.d, self.m) if a is not None)
 
 
+@jax.tree_util.register_dataclass
+@dataclass
+class MixedLinear:
+    """A stacked weight whose layers come in more than one format: llama.cpp's _M and _L
+    quantizations give some layers' attn_v and ffn_down more bits (Q6_K among Q4_K), and one
+    format for the whole stack would hold every layer at the widest (q8_0). Each format's layers
+    are a QLinear of their own, stacked in layer order; layer i is parts[part[i]][index[i]].
+    matmul picks the part with a switch on the layer (one kernel call either way)."""
+
+    parts: tuple[QLinear, ...]
+    part: tuple[int, ...] = field(metadata=dict(static=True))
+    index: tuple[int, ...] = field(metadata=dict(static=True))
+
+    @property
+    def rows(self) -> int:
+        return self.parts[0].rows
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def layers_of(self, p: int) -> tuple[int, ...]:
+        """The model layers part p holds, in its own order."""
+        return tuple(i for i, k in enumerate(self.part) if k == p)
+
+
+def mixed(parts: list[QLinear], formats: list[str]) -> QLinear | MixedLinear:
+    """One stacked weight from per-format stacks: parts[k] holds, in order, the layers whose entry
+    in formats is the k-th distinct format (in order of first appearance); a single part is
+    returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    order = list(dict.fromkeys(formats))
+    part = tuple(order.index(f) for f in formats)
+    index = tuple(part[:i].count(part[i]) for i in range(len(part)))
+    return MixedLinear(tuple(parts), part, index)
+
+
+def layer_of(w: QLinear | MixedLinear, i: int) -> QLinear:
+    """Layer i (a Python int) of a stacked weight, as a QLinear without the layer axis."""
+    if isinstance(w, MixedLinear):
+        w, i = w.parts[w.part[i]], w.index[i]
+    return QLinear(w.q[i], w.d[i], None if w.m is None else w.m[i], w.fmt, w.rows, w.pieces)
+
+
 def chunk_width(groups: int) -> int:
     """Groups per chunk of the kernel's layout: 4, else 2 or 1 (a group count not a multiple of 4)."""
     return 4 if groups % 4 == 0 else 2 if groups % 2 == 0 else 1
@@ -115,7 +162,9 @@ def _scales(a: jax.Array) -> jax.Array:
     return jnp.moveaxis(a.astype(jnp.float32), -1, -2)[..., None]
 
 
-def is_xla_form(w: QLinear) -> bool:
+def is_xla_form(w: QLinear | MixedLinear) -> bool:
+    if isinstance(w, MixedLinear):
+        return is_xla_form(w.parts[0])  # (every part is in one path's form)
     return w.fmt in ("xla_q8", "xla_q8m")
 
 
@@ -136,8 +185,10 @@ def _joined(v: jax.Array, pieces: int) -> jax.Array:
     return v.reshape(*v.shape[:-2], -1)
 
 
-def dequantize(w: QLinear) -> jax.Array:
+def dequantize(w: QLinear | MixedLinear) -> jax.Array:
     """f32 [..., out, in] (XLA: the fallback product)."""
+    if isinstance(w, MixedLinear):
+        return jnp.stack([dequantize(layer_of(w, i)) for i in range(len(w.part))])
     if is_xla_form(w):
         return _joined(_dequantize_xla(w.q, w.d, w.m), w.pieces)
     v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt) * _scales(_groups(w.d, GROUP))
@@ -186,11 +237,13 @@ def rms_norm_rows(x: jax.Array, g: jax.Array, eps: float) -> jax.Array:
     return x * jax.lax.rsqrt(sq / jnp.float32(n) + jnp.float32(eps)) * g
 
 
-def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.Array | None = None,
+def matmul(x: jax.Array, w: QLinear | MixedLinear, layer: jax.Array | None = None, norm: jax.Array | None = None,
            eps: float = 1e-5) -> jax.Array:
     """rms_norm(x, norm[layer]) (when norm is given) @ w[layer].T -> [C, out] f32, x [C, in] f32;
     w (and norm) are stacked [L, ...] when layer is given. The kernel does the norm itself, so
     that it too is computed the same way for every row count."""
+    if isinstance(w, MixedLinear):
+        return _matmul_mixed(x, w, layer, norm, eps)
     if is_xla_form(w):
         return _matmul_xla(x, w, layer, norm, eps)
     if kernels.available():
@@ -207,6 +260,20 @@ def matmul(x: jax.Array, w: QLinear, layer: jax.Array | None = None, norm: jax.A
     if norm is not None:
         x = rms_norm(x, norm, eps)
     return jnp.dot(x, dequantize(w).T, preferred_element_type=jnp.float32)
+
+
+def _matmul_mixed(x: jax.Array, w: MixedLinear, layer: jax.Array, norm: jax.Array | None, eps: float) -> jax.Array:
+    """matmul for a stack of mixed formats: a switch on the layer's part, whose branch multiplies
+    by that part's layer. The norm goes along as the part's own stack of the layers' norms (a few
+    KB gathered), so the kernel still indexes weights and norm with one layer number."""
+
+    def branch(p: int):
+        own = jnp.asarray(w.layers_of(p), jnp.int32)
+        return lambda x, at, norm: matmul(x, w.parts[p], at, None if norm is None else norm[own], eps)
+
+    at = jnp.asarray(w.index, jnp.int32)[layer]
+    return jax.lax.switch(jnp.asarray(w.part, jnp.int32)[layer], [branch(p) for p in range(len(w.parts))], x, at,
+                          norm)
 
 
 # XLA:CPU fuses a matrix-vector product's producers only while the vector is under 16 KB (4,096
@@ -301,7 +368,9 @@ def _plain_blocks(raw: np.ndarray, block_bytes: int, has_min: bool, values: type
 
 def blocks_q4_k(raw: np.ndarray):
     """Q4_K super-blocks (256 values: f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes
-    of nibbles) -> q4_1 blocks of 32, exactly (gguf.quants.Q4_K is the reference layout)."""
+    of nibbles) -> q4_1 blocks of 32 (gguf.quants.Q4_K is the reference layout). The nibbles are
+    kept; d * scale and dmin * min are rounded to f16 (a file's values move by up to ~1e-3 of
+    the tensor's largest)."""
     from gguf.quants import Q4_K
 
     rows = raw.shape[0]

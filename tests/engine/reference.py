@@ -159,7 +159,7 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
 
 
 def jax_index(w, i):
-    return quant.QLinear(w.q[i], w.d[i], None if w.m is None else w.m[i], w.fmt, w.rows, w.pieces)
+    return quant.layer_of(w, i)
 
 
 def assert_logprobs_close(got, want, atol: float = 2e-4, max_flip_frac: float = 0.03, flip_atol: float = 0.1):
