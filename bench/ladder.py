@@ -3,12 +3,19 @@ tokenizer, so both engines can be timed on them (`pinwheel bench --ladder`).
 
 Random weights give garbage text and the same speed and memory as real ones: every matrix has
 its real shape and its real block type, and neither engine's work depends on the values. Files
-are written once into the user cache (platformdirs) and reused. The bytes of each quantized
+are written once into the user cache (platformdirs) and reused. The bytes of each Q4_0/Q8_0
 tensor are drawn at random, with every block's f16 scale set to a small constant, so a 1.7B
 file takes seconds to write and decodes to values of a realistic size.
+
+The types people download (Q4_K_M, Q5_K_M, Q6_K, Q3_K_M, IQ4_XS: QUANTIZED) are made the way
+their files are made: an F16 file of random normal weights is written, llama.cpp's own quantizer
+(llama_cpp.llama_model_quantize, the code of llama-quantize) turns it into the type with its
+usual mix of tensor types, and the F16 source is deleted. That needs llama-cpp-python, and
+room for both files while it runs.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +51,21 @@ RUNGS = (
          note="Qwen2.5-0.5B's shape and 151,936-token vocabulary (the default tokenizer, padded)"),
     Rung("qwen2.5-1.5b", 28, 1536, 12, 2, 8960, head_dim=128, arch="qwen2", vocab=151936,
          note="Qwen2.5-1.5B's shape and vocabulary (the default tokenizer, padded)"),
+    # What laptops run: 3-4B shapes with their real vocabularies, as llama blocks (each family's
+    # norms and fused layouts aside, the bytes a step reads are these)
+    Rung("llama-3.2-3b", 28, 3072, 24, 8, 8192, head_dim=128, vocab=128256,
+         note="Llama-3.2-3B's shape and 128,256-token vocabulary"),
+    Rung("qwen3-4b", 36, 2560, 32, 8, 9728, head_dim=128, vocab=151936,
+         note="Qwen3-4B's shape and vocabulary (as llama blocks: no Q/K norms)"),
+    Rung("phi-4-mini", 32, 3072, 24, 8, 8192, head_dim=128, vocab=200064,
+         note="Phi-4-mini's shape and 200,064-token vocabulary (as llama blocks: Q/K/V and gate/up unfused)"),
+    Rung("gemma-3-4b", 34, 2560, 8, 4, 10240, head_dim=256, vocab=262144,
+         note="Gemma-3-4B's shape and 262,144-token vocabulary (as llama blocks: every layer global)"),
 )
-TYPES = ("Q4_0", "Q8_0")
+BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b")  # run with --rungs: 2-9 GB files
+TYPES = ("Q4_0", "Q8_0")  # written directly
+QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS")  # made by llama.cpp's quantizer
+DEFAULT_TYPES = ("Q4_0", "Q8_0", "Q4_K_M")
 
 
 def cache_dir() -> Path:
@@ -58,6 +78,8 @@ def _random_blocks(rng, qtype, rows: int, cols: int) -> np.ndarray:
     """Raw bytes [rows, row_bytes] of a valid tensor of type qtype with random values."""
     import gguf
 
+    if qtype == gguf.GGMLQuantizationType.F16:  # a source for llama.cpp's quantizer: real numbers
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * 0.02).astype(np.float16).view(np.uint8)
     block, type_size = gguf.GGML_QUANT_SIZES[qtype]
     nb = cols // block
     raw = rng.integers(0, 256, (rows, nb, type_size), dtype=np.uint8)
@@ -70,12 +92,15 @@ def _random_blocks(rng, qtype, rows: int, cols: int) -> np.ndarray:
 
 
 def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | None = None) -> Path:
-    """The rung's GGUF (written once, then reused from the cache)."""
+    """The rung's GGUF (written once, then reused from the cache). qtype_name: a GGUF tensor type
+    (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer."""
     import gguf
 
     path = path or cache_dir() / f"{rung.name}-{qtype_name}.gguf"
     if path.exists():
         return path
+    if qtype_name in QUANTIZED:
+        return _quantized(rung, qtype_name, tokenizer_from, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     qtype = gguf.GGMLQuantizationType[qtype_name]
     src = gguf.GGUFReader(str(tokenizer_from))
@@ -138,6 +163,35 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     return path
 
 
+def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path) -> Path:
+    """Write an F16 file of the rung, quantize it to ftype with llama.cpp's quantizer, delete the
+    F16 file. Refuses up front when the disk cannot hold both."""
+    import ctypes
+    import shutil
+
+    try:
+        import llama_cpp
+    except ImportError:
+        raise RuntimeError(f"{ftype} rungs are made by llama.cpp's quantizer: pip install llama-cpp-python") from None
+    f16_bytes = 2 * rung.params + 4 * (rung.vocab or 49152) * rung.d_model  # (+ the untied head's room)
+    free = shutil.disk_usage(path.parent if path.parent.exists() else Path.home()).free
+    if free < 1.7 * f16_bytes:
+        raise RuntimeError(f"{rung.name} {ftype}: needs ~{1.7 * f16_bytes / 1e9:.1f} GB free for the F16 source and "
+                           f"the result, {free / 1e9:.1f} GB are")
+    src = write(rung, "F16", tokenizer_from, path.with_name(path.stem + "-f16-source.gguf"))
+    try:
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+        params.nthread = os.cpu_count() or 1
+        tmp = path.with_suffix(".tmp")
+        if llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params)) != 0:
+            raise RuntimeError(f"llama.cpp's quantizer failed on {src.name} -> {ftype}")
+        tmp.rename(path)
+    finally:
+        src.unlink(missing_ok=True)
+    return path
+
+
 # --- pinwheel bench --ladder ---------------------------------------------------------------------
 
 LADDER_SETTINGS = dict(prefill=(200,), decode=(128,), repeat=2, long_repeat=1)
@@ -163,7 +217,13 @@ def run(args, R) -> int:
     if not args.no_llamacpp:
         ok, why = R.llamacpp_available()
         engines, skipped = (("ours", "llamacpp"), None) if ok else (("ours",), why)
-    wanted = [r for r in RUNGS if not args.rungs or r.name in args.rungs.split(",")]
+    named = args.rungs.split(",") if args.rungs else None
+    wanted = [r for r in RUNGS if (r.name in named if named else r.name not in BIG)]
+    types = args.types.split(",") if getattr(args, "types", None) else list(DEFAULT_TYPES)
+    unknown = [t for t in types if t not in TYPES + QUANTIZED]
+    if unknown:
+        log(f"pinwheel bench --ladder: unknown type {', '.join(unknown)} (types: {', '.join(TYPES + QUANTIZED)})")
+        return 2
     s = dict(R.FULL)
     s.update(LADDER_SETTINGS)
     if args.repeat:
@@ -175,9 +235,14 @@ def run(args, R) -> int:
         + ", ".join(engines) + (f" (llama.cpp skipped: {skipped})" if skipped else ""))
     rows, errors = [], []
     for rung in wanted:
-        for qtype in TYPES:
+        for qtype in types:
             t0 = time.perf_counter()
-            path = write(rung, qtype, tokenizer_from)
+            try:
+                path = write(rung, qtype, tokenizer_from)
+            except RuntimeError as e:
+                errors.append(f"{rung.name} {qtype}: {e}")
+                log(f"{rung.name} {qtype}: skipped: {e}")
+                continue
             log(f"{rung.name} {qtype}: {path.stat().st_size / 1e6:.0f} MB ({time.perf_counter() - t0:.0f}s to get the file)")
             spec = R.build_spec(args, path, s)
             spec["llama_ctx_speed"] = max(-(-((R._capacity(path) or 0) + 8) // 256) * 256, 512)

@@ -815,7 +815,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "peak RSS then covers every task")
     ap.add_argument("--ladder", action="store_true",
                     help="the size ladder: random-weight GGUFs at the shapes of bigger models (bench/ladder.py)")
-    ap.add_argument("--rungs", default=None, metavar="NAME,...", help="with --ladder: only these rungs")
+    ap.add_argument("--rungs", default=None, metavar="NAME,...",
+                    help="with --ladder: only these rungs (the 3-4B ones, llama-3.2-3b, qwen3-4b, phi-4-mini and "
+                         "gemma-3-4b, run only when named)")
+    ap.add_argument("--types", default=None, metavar="TYPE,...",
+                    help="with --ladder: these file types (default Q4_0,Q8_0,Q4_K_M; also Q5_K_M, Q6_K, Q3_K_M, "
+                         "IQ4_XS, made by llama.cpp's quantizer)")
     ap.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     ap.add_argument("--task", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)

@@ -1,0 +1,61 @@
+"""Every quantization type Pinwheel reads, in a file made by llama.cpp's own quantizer
+(llama_cpp.llama_model_quantize, the same code as llama-quantize) from one F16 random-weight
+file: it loads, is held as predicted, and agrees with llama.cpp on the same file (f32 KV on both
+sides). Types without a kernel of their own yet (all but Q8_0/Q4_0/Q4_1/Q4_K) are re-quantized
+to Q8_0 at load; this is the check their own kernels will have to pass too."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from engine import load_model
+from engine.gguf_loader import SUPPORTED_TYPES, params_nbytes, read_gguf, weight_bytes
+from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+pytestmark = pytest.mark.llamacpp
+
+# llama.cpp's file types (LLAMA_FTYPE_MOSTLY_*) that need no importance matrix, and the tensor
+# type each must bring in (beside the Q6_K/Q4_K/Q5_K its mixes use for some tensors)
+FTYPES = {"Q2_K": "Q2_K", "Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K",
+          "Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
+          "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S"}
+MAX_MEAN_ABS_DLOGP = 0.064  # the family tests' bound (tests/engine/test_families.py)
+MIN_TOP1 = 0.9  # this flat-ish model: its Q8_0 file, weights identical on both sides, reads 93%
+
+
+@pytest.fixture(scope="module")
+def f16_file(tmp_path_factory):
+    # 256 wide (K-quant rows); weight_std 0.04: peaked enough, and F16 itself agrees to ~0.015
+    return write_tiny_gguf(tmp_path_factory.mktemp("types") / "f16.gguf", d_model=256, n_heads=4, n_kv_heads=2,
+                           ffn_dim=512, n_layers=4, tensor_type="F16", tied=False, context_length=1024,
+                           weight_std=0.04)
+
+
+def quantize(src, dst, ftype: str):
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+    params.nthread = 2
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    return dst
+
+
+@pytest.mark.parametrize("ftype", FTYPES)
+def test_type_loads_and_agrees_with_llama_cpp(f16_file, tmp_path, ftype):
+    from bench import quality as q
+    from tests.engine.test_families import text_ids
+
+    path = quantize(f16_file, tmp_path / f"{ftype}.gguf", ftype)
+    types = {t.name: t.tensor_type.name for t in read_gguf(path).tensors}
+    assert FTYPES[ftype] in types.values() and set(types.values()) <= set(SUPPORTED_TYPES), types
+    model = load_model(path)
+    assert params_nbytes(model.params) == weight_bytes(model.config, types.get) == model.weight_bytes
+    ids = text_ids(model, 120)
+    ref = q.llama_logits(path, ids, n_ctx=512, n_threads=2, type_kv=0)
+    r = q.compare_logits(ref, q.engine_logits(model, ids, "f32"), ids)
+    print(f"{ftype}: mean |dlogp| {r['mean_abs_dlogp']:.4f}, top-1 {r['top1_agree']:.3f}")
+    assert r["mean_abs_dlogp"] < MAX_MEAN_ABS_DLOGP, r["mean_abs_dlogp"]
+    assert r["top1_agree"] >= MIN_TOP1, r["top1_agree"]
+    assert np.isfinite(r["max_abs_dlogp"])
