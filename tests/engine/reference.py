@@ -8,10 +8,12 @@ and llama.cpp do (`with_kernel=False` skips that, for the engine's XLA fallback 
 """
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 
-from engine import kernels, quant
+from engine import forward, kernels, quant, rope
 from engine.gguf_loader import Model
+from engine.kv_cache import Ring, allocate
 
 
 def _deq(w) -> np.ndarray:
@@ -186,3 +188,60 @@ def max_diff_per_case(model: Model, ids, cases) -> dict[str, float]:
         ours = score(model, ids, plan, chunk=16)
         out[f"{sinks},{window}"] = float(np.abs(ours - reference_logprobs(model, ids, sinks, window)).max())
     return out
+
+
+# --- attention inputs (test_forward, test_xla_path) ----------------------------------------------
+
+
+def ring_batch(cfg, plan, fills, C):
+    """A Batch of C rows (the first min(6, C) real) after chunks of `fills` tokens went into a
+    ring of the plan's shape (enough of them wrap it)."""
+    ring = Ring(plan.capacity, plan.sinks)
+    for n in fills:
+        ring.commit(ring.plan_chunk(n, n))
+    cp = ring.plan_chunk(min(6, C), C)
+    cos, sin = rope.cos_sin(cp.q_pos, rope.inv_freq(cfg))
+    scos, ssin = rope.cos_sin(cp.sink_q_pos, rope.inv_freq(cfg))
+    return forward.Batch(np.zeros(C, np.int32), cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot,
+                         np.int32(5), cp.order)
+
+
+def random_cache(cfg, plan, rng):
+    """A cache of the plan's shape and KV type full of random values."""
+    cache = allocate(cfg, plan)
+    shape = cache.k.shape
+    if plan.kv_dtype == "int8":
+        cache.k = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
+        cache.v = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
+        cache.k_scale = jnp.asarray(rng.random(cache.k_scale.shape, dtype=np.float32) * 0.02)
+        cache.v_scale = jnp.asarray(rng.random(cache.v_scale.shape, dtype=np.float32) * 0.02)
+    else:
+        cache.k = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.k.dtype)
+        cache.v = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.v.dtype)
+    return cache
+
+
+def concatenated_attention(cfg, q, k_new, v_new, cache, layer, batch):
+    """The plain spelling: dequantize the whole layer, concatenate the new rows, einsum."""
+    sc = lambda a: None if a is None else a[layer]  # noqa: E731
+    hd, KVH = cfg.head_dim, cfg.n_kv_heads
+    k_all = jnp.concatenate([forward.dequantize_kv(cache.k[layer], sc(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
+    v_all = jnp.concatenate([forward.dequantize_kv(cache.v[layer], sc(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
+    return forward.attention(cfg, q, k_all, v_all, *forward._global_keys(batch)[:6])
+
+
+def in_xla_path(module: str, func: str, *args):
+    """module.func(*args) (arguments with a Python repr) run in a fresh process on the XLA path
+    (PINWHEEL_KERNELS=0: the kernel cannot be unloaded from this one); its JSON-able result."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = dict(os.environ, PINWHEEL_KERNELS="0", JAX_PLATFORMS="cpu")
+    code = f"import json; from {module} import {func} as f; print(json.dumps(f(*{args!r})))"
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])

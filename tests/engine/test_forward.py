@@ -6,24 +6,18 @@ can therefore check the masks, RoPE and StreamingLLM positions exactly only on t
 (PINWHEEL_KERNELS=0, in a subprocess). The kernel path is checked against that path piece by
 piece (tests/engine/test_quant.py, and the attention below), and is bit-exact across chunkings.
 """
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from engine import forward, kernels, load_model, plan_memory, rope, score
+from engine import forward, kernels, load_model, plan_memory, score
 from engine.decoder import Decoder
-from engine.kv_cache import Ring, allocate
 from engine.scoring import log_softmax
+from tests.engine import reference
 from tests.engine.reference import assert_logprobs_close, max_diff_per_case
 
-ROOT = Path(__file__).resolve().parents[2]
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kernel: {kernels.status()}")
 
 
@@ -68,12 +62,7 @@ def dense_reference_max_diff(path: str) -> dict:
 
 
 def test_matches_dense_reference_with_explicit_mask(tiny_bpe_gguf):
-    env = dict(os.environ, PINWHEEL_KERNELS="0", JAX_PLATFORMS="cpu")
-    code = ("import json, sys; from tests.engine.test_forward import dense_reference_max_diff as f; "
-            f"print(json.dumps(f({str(tiny_bpe_gguf)!r})))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    diffs = json.loads(r.stdout.strip().splitlines()[-1])
+    diffs = reference.in_xla_path("tests.engine.test_forward", "dense_reference_max_diff", str(tiny_bpe_gguf))
     assert set(diffs) == {f"{s},{w}" for s, w in CASES}
     assert all(d < 2e-4 for d in diffs.values()), diffs
 
@@ -90,24 +79,8 @@ def test_native_attention_matches_xla_attention(request, model, kv_dtype, C):
     cfg = request.getfixturevalue(model).config
     plan = plan_memory(cfg, kv_dtype, window=20, sinks=3)
     rng = np.random.default_rng(5)
-    cache = allocate(cfg, plan)
-    shape = cache.k.shape
-    if kv_dtype == "int8":
-        cache.k = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
-        cache.v = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
-        cache.k_scale = jnp.asarray(rng.random(cache.k_scale.shape, dtype=np.float32) * 0.02)
-        cache.v_scale = jnp.asarray(rng.random(cache.v_scale.shape, dtype=np.float32) * 0.02)
-    else:
-        cache.k = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.k.dtype)
-        cache.v = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.v.dtype)
-    ring = Ring(plan.capacity, plan.sinks)
-    for n in (23, 9, 5):  # wrap the ring so slot order is not stream order
-        ring.commit(ring.plan_chunk(n, n))
-    cp = ring.plan_chunk(min(6, C), C)
-    cos, sin = rope.cos_sin(cp.q_pos, rope.inv_freq(cfg))
-    scos, ssin = rope.cos_sin(cp.sink_q_pos, rope.inv_freq(cfg))
-    batch = forward.Batch(np.zeros(C, np.int32), cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot,
-                          np.int32(5), cp.order)
+    cache = reference.random_cache(cfg, plan, rng)
+    batch = reference.ring_batch(cfg, plan, (23, 9, 5), C)  # wrap the ring so slot order is not stream order
     q = jnp.asarray(rng.standard_normal((C, cfg.n_heads, cfg.head_dim)).astype(np.float32))
     k_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
     v_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
@@ -116,11 +89,7 @@ def test_native_attention_matches_xla_attention(request, model, kv_dtype, C):
         q, k_new, v_new, cache, batch)
 
     def xla(q, k_new, v_new, cache, batch):
-        sc = lambda a: None if a is None else a[layer]  # noqa: E731
-        hd, KVH = cfg.head_dim, cfg.n_kv_heads
-        k_all = jnp.concatenate([forward.dequantize_kv(cache.k[layer], sc(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
-        v_all = jnp.concatenate([forward.dequantize_kv(cache.v[layer], sc(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-        return forward.attention(cfg, q, k_all, v_all, *forward._global_keys(batch)[:6])
+        return reference.concatenated_attention(cfg, q, k_new, v_new, cache, layer, batch)
 
     want = jax.jit(xla)(q, k_new, v_new, cache, batch)
     n = min(6, C)

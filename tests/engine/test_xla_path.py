@@ -2,7 +2,6 @@
 weight form (int8 values and f16 scales per 32, made at load, engine.quant.XLA_FORMS), its
 products and its attention against exact references and against the native path, and the weight
 bytes it reports being the bytes it holds. Timings are in bench/xla_path.py, not here."""
-import json
 import os
 import subprocess
 import sys
@@ -13,9 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from engine import forward, kernels, load_model, plan_memory, quant, rope
+from engine import forward, kernels, load_model, plan_memory, quant
 from engine.gguf_loader import params_nbytes, read_gguf, weight_bytes
-from engine.kv_cache import Ring, allocate
 from tests.engine import reference
 from tests.engine.test_quant import _dense, _qlinear, _random_rows
 
@@ -122,40 +120,6 @@ def tiny_xla(tmp_path_factory):
     return load_model(write_tiny_gguf(tmp_path_factory.mktemp("xla") / "long.gguf", context_length=2048), xla=True)
 
 
-def _ring_batch(cfg, plan, fills, C):
-    ring = Ring(plan.capacity, plan.sinks)
-    for n in fills:
-        ring.commit(ring.plan_chunk(n, n))
-    cp = ring.plan_chunk(min(6, C), C)
-    cos, sin = rope.cos_sin(cp.q_pos, rope.inv_freq(cfg))
-    scos, ssin = rope.cos_sin(cp.sink_q_pos, rope.inv_freq(cfg))
-    return forward.Batch(np.zeros(C, np.int32), cos, sin, scos, ssin, cp.mask, cp.key_sink, cp.write_slot,
-                         np.int32(5), cp.order)
-
-
-def _random_cache(cfg, plan, rng):
-    cache = allocate(cfg, plan)
-    shape = cache.k.shape
-    if plan.kv_dtype == "int8":
-        cache.k = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
-        cache.v = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
-        cache.k_scale = jnp.asarray(rng.random(cache.k_scale.shape, dtype=np.float32) * 0.02)
-        cache.v_scale = jnp.asarray(rng.random(cache.v_scale.shape, dtype=np.float32) * 0.02)
-    else:
-        cache.k = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.k.dtype)
-        cache.v = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.v.dtype)
-    return cache
-
-
-def _concatenated(cfg, q, k_new, v_new, cache, layer, batch):
-    """The plain spelling: dequantize the whole layer, concatenate the new rows, einsum."""
-    sc = lambda a: None if a is None else a[layer]  # noqa: E731
-    hd, KVH = cfg.head_dim, cfg.n_kv_heads
-    k_all = jnp.concatenate([forward.dequantize_kv(cache.k[layer], sc(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
-    v_all = jnp.concatenate([forward.dequantize_kv(cache.v[layer], sc(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-    return forward.attention(cfg, q, k_all, v_all, *forward._global_keys(batch)[:6])
-
-
 # (fills before the chunk): inside the first span, the second, the third, and a wrapped ring
 FILLS = {"256": (100, 60), "512": (200, 150, 90), "capacity": (400, 250), "wrapped": (500, 400, 300)}
 
@@ -170,15 +134,15 @@ def test_xla_attention_reads_the_span_it_needs_and_matches_the_concatenation(tin
     plan = plan_memory(cfg, kv_dtype, window=700, sinks=4)
     assert forward.key_spans(plan.capacity) == [256, 512, plan.capacity]
     rng = np.random.default_rng(7)
-    cache = _random_cache(cfg, plan, rng)
-    batch = _ring_batch(cfg, plan, FILLS[fill], C)
+    cache = reference.random_cache(cfg, plan, rng)
+    batch = reference.ring_batch(cfg, plan, FILLS[fill], C)
     q = jnp.asarray(rng.standard_normal((C, cfg.n_heads, cfg.head_dim)).astype(np.float32))
     k_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
     v_new = jnp.asarray(rng.standard_normal((C, cfg.kv_dim)).astype(np.float32))
     keys = forward._global_keys(batch)[:6]
     xla = jax.jit(lambda q, k, v, c: forward.attention_xla(cfg, q, k, v, c, jnp.int32(1), *keys))
     got = xla(q, k_new, v_new, cache)
-    want = jax.jit(lambda q, k, v, c: _concatenated(cfg, q, k, v, c, 1, batch))(q, k_new, v_new, cache)
+    want = jax.jit(lambda q, k, v, c: reference.concatenated_attention(cfg, q, k, v, c, 1, batch))(q, k_new, v_new, cache)
     n = min(6, C)
     np.testing.assert_allclose(np.asarray(got)[:n], np.asarray(want)[:n], rtol=2e-5, atol=2e-5)
 
@@ -190,8 +154,8 @@ def test_xla_attention_agrees_with_the_native_attention(tiny_xla, kv_dtype, fill
     cfg = tiny_xla.config
     plan = plan_memory(cfg, kv_dtype, window=700, sinks=4)
     rng = np.random.default_rng(8)
-    cache = _random_cache(cfg, plan, rng)
-    batch = _ring_batch(cfg, plan, FILLS[fill], 1)
+    cache = reference.random_cache(cfg, plan, rng)
+    batch = reference.ring_batch(cfg, plan, FILLS[fill], 1)
     q = jnp.asarray(rng.standard_normal((1, cfg.n_heads, cfg.head_dim)).astype(np.float32))
     k_new = jnp.asarray(rng.standard_normal((1, cfg.kv_dim)).astype(np.float32))
     v_new = jnp.asarray(rng.standard_normal((1, cfg.kv_dim)).astype(np.float32))
@@ -265,12 +229,7 @@ def test_without_the_kernel_the_loader_holds_the_xla_form_and_reports_it(tmp_pat
     from tests.fixtures.tiny_gguf import write_tiny_gguf
 
     path = write_tiny_gguf(tmp_path / "m.gguf", d_model=128, ffn_dim=256, tensor_type="Q4_0", n_layers=2)
-    env = dict(os.environ, PINWHEEL_KERNELS="0", JAX_PLATFORMS="cpu")
-    code = ("import json; from tests.engine.test_xla_path import _held_in_xla_path as f; "
-            f"print(json.dumps(f({str(path)!r})))")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = reference.in_xla_path("tests.engine.test_xla_path", "_held_in_xla_path", str(path))
     assert got["xla"] and got["kernel"].startswith("XLA"), got
     assert got["held"] == got["gauge"] == got["predicted"], got
     assert got["models"] == got["held"], got
