@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import kernels
+from . import half, kernels
 from .budget import KV_GROUP
 from .config import LOCAL, ModelConfig
 from .kv_cache import KVCache
@@ -259,8 +259,8 @@ def _act(cfg: ModelConfig, gate):
         return jax.nn.silu(gate)
     # ggml's CPU GELU, which the published numbers come from: a table over f16 inputs, so the
     # input and the result are both rounded to f16, and |x| >= 10 short-cuts to 0 or x.
-    g16 = gate.astype(jnp.float16).astype(jnp.float32)
-    y = jax.nn.gelu(g16, approximate=True).astype(jnp.float16).astype(jnp.float32)
+    g16 = half.round_f16(gate)  # (x.astype(f16) without the convert a CPU lacking F16C cannot compile)
+    y = half.round_f16(jax.nn.gelu(g16, approximate=True))
     return jnp.where(gate <= -10.0, 0.0, jnp.where(gate >= 10.0, gate, y))
 
 

@@ -14,9 +14,12 @@ the narrowest format its own tensors allow.
 `matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built. Where it is not
 (`PINWHEEL_KERNELS=0`, a GPU, a CPU no variant covers) the loader holds each matrix in the XLA
 path's own form instead, made once at load (xla_rows, empty_xla), never beside the kernel's:
-- `xla_q8`: int8 values [..., out, in] in plain row order and an f16 scale per 32 values
+- `xla_q8`: int8 values [..., out, in] in plain row order and a scale per 32 values
   [..., out, in/32]: w = d * q (q8_0 as stored; q4_0's nibbles unpacked at load to q - 8);
-- `xla_q8m`: the same with an f16 offset per 32: w = d * q + m (q4_1, q in 0..15).
+- `xla_q8m`: the same with an offset per 32: w = d * q + m (q4_1, q in 0..15).
+Their scales and offsets are the file's f16 values held as f32 (exactly): an f16 convert inside
+the product's loop costs XLA:CPU time (a 32-layer scan of 5120x960 products, 20 -> 30 ms spelled
+with engine.half) and, on a CPU without F16C, does not compile at all (engine/half.py).
 A matrix wider than XLA_MATVEC_WIDTH inputs is held as `pieces` column blocks, each contiguous:
 q [..., pieces, out, in/pieces] (see xla_pieces).
 XLA fuses the int8 -> f32 convert and the scale into the dot's loop, so a decode step streams the
@@ -30,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import kernels
+from . import half, kernels
 
 QK = 32
 F16_MAX = 65504.0
@@ -53,7 +56,7 @@ class QLinear:
     (the last group is padded with zero rows when it is not a multiple of 8).
 
     In the XLA path's forms (fmt xla_q8 / xla_q8m, see the module doc): q int8 [..., out, in],
-    d (and m) f16 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
+    d (and m) f32 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
     and [..., pieces, out, in/pieces/32]."""
 
     q: jax.Array
@@ -159,7 +162,7 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
 
 def _scales(a: jax.Array) -> jax.Array:
     """[..., nb, 8 rows] f16 -> f32 [..., 8 rows, nb, 1]."""
-    return jnp.moveaxis(a.astype(jnp.float32), -1, -2)[..., None]
+    return jnp.moveaxis(half.to_f32(a), -1, -2)[..., None]
 
 
 def is_xla_form(w: QLinear | MixedLinear) -> bool:
@@ -443,7 +446,7 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
     """Bytes of one [out, in] weight in format fmt (a kernel format or an XLA form), as empty()
     or empty_xla() allocates it."""
     if fmt in ("xla_q8", "xla_q8m"):
-        return out * inp + out * (inp // QK) * 2 * (2 if fmt == "xla_q8m" else 1)
+        return out * inp + out * (inp // QK) * 4 * (2 if fmt == "xla_q8m" else 1)
     G, nb = -(-out // GROUP), inp // QK
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
@@ -492,8 +495,8 @@ def empty_xla(form: str, lead: tuple[int, ...], out: int, inp: int):
     P = xla_pieces(inp)
     blocks = (P,) if P > 1 else ()
     q = aligned_empty((*lead, *blocks, out, inp // P), np.int8)
-    d = aligned_empty((*lead, *blocks, out, inp // P // QK), np.float16)
-    return q, d, (aligned_empty(d.shape, np.float16) if form == "xla_q8m" else None)
+    d = aligned_empty((*lead, *blocks, out, inp // P // QK), np.float32)  # (f16 -> f32 exactly)
+    return q, d, (aligned_empty(d.shape, np.float32) if form == "xla_q8m" else None)
 
 
 def put_xla_rows(dst: np.ndarray, r0: int, a: np.ndarray, pieces: int) -> None:

@@ -2,7 +2,9 @@
 weight form (int8 values and f16 scales per 32, made at load, engine.quant.XLA_FORMS), its
 products and its attention against exact references and against the native path, and the weight
 bytes it reports being the bytes it holds. Timings are in bench/xla_path.py, not here."""
+import json
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -266,3 +268,29 @@ def test_importing_the_engine_sets_the_xla_flags_before_jax_starts():
 
     m = platform.machine().lower()
     assert r.stdout.strip() == " ".join(xla_flags.FLAGS.get(xla_flags.MACHINES.get(m, m), ()))
+
+
+# --- a CPU without F16C (engine.half) --------------------------------------------------------------
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="an x86-64 ISA cap")
+@pytest.mark.parametrize("path", ["baseline-kernel", "xla-path"])
+def test_a_cpu_without_f16c_still_runs_a_model(tmp_path, path):
+    """XLA capped at SSE4.2 compiles f16 converts into a helper this jaxlib's JIT lacks
+    ("Symbols not found: [ __extendhfsf2 ]"): the embedding lookup and the XLA form's products
+    failed on such CPUs (Pentium/Celeron Silver, pre-2012). A Gemma file covers the f16-rounded
+    GELU too. Both ways a CPU without F16C runs: the x86-64-v2 variant, and the XLA path."""
+    from tests.fixtures.family_gguf import write_family_gguf
+
+    model = write_family_gguf(tmp_path / "gemma.gguf", "gemma3", tensor_type="Q4_0")
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_max_isa=SSE4_2", JAX_PLATFORMS="cpu")
+    if path == "xla-path":
+        env["PINWHEEL_KERNELS"] = "0"
+    elif "x86-64-v2" in kernels.packaged():
+        env["PINWHEEL_KERNEL_VARIANT"] = "x86-64-v2"
+    else:
+        pytest.skip("no prebuilt x86-64-v2 variant in this checkout")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", "chat", "--model", str(model), "--prompt", "Hello",
+                        "--max-tokens", "4", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])["generated_tokens"] >= 1
