@@ -7,8 +7,8 @@
 #   neon     -march=armv8-a                   on -cpu cortex-a53 (no dotprod: the baseline path)
 #   dotprod  -march=armv8.2-a+dotprod         on -cpu max
 #   i8mm     -march=armv8.2-a+dotprod+i8mm    on -cpu max
-# and builds and runs the same harness natively (-march=native), which checks the harness against
-# the x86 paths. Every build is -Wall -Wextra -Werror; with clang++ on PATH the source is also
+# and builds and runs the same harness natively (-march=native, and -march=x86-64-v2 for the
+# SSE4.2 tile), which checks the harness against the x86 paths. Every build is -Wall -Wextra -Werror; with clang++ on PATH the source is also
 # checked warning-free with clang for x86-64 and aarch64. Installs what it lacks (root + apt-get:
 # g++-aarch64-linux-gnu, qemu-user-static, clang). Exits non-zero on any failure.
 set -euo pipefail
@@ -65,8 +65,9 @@ build i8mm aarch64-linux-gnu-g++ -march=armv8.2-a+dotprod+i8mm -static &
 p2=$!
 wait "$p1" || failed=1
 wait "$p2" || failed=1
+build x86-64-v2 g++ -march=x86-64-v2 || failed=1  # the SSE4.2 tile (no AVX2, no FMA, no F16C)
 [ "$failed" = 0 ] || exit 1
-echo "test_arm64: built the x86 and three aarch64 variants in $((SECONDS - started)) s"
+echo "test_arm64: built the x86 (native and x86-64-v2) and three aarch64 variants in $((SECONDS - started)) s"
 
 status=0
 run() {  # name command...: the harness prints "<name>: N checks passed (...)"
@@ -81,6 +82,7 @@ run() {  # name command...: the harness prints "<name>: N checks passed (...)"
   grep "checks passed" "$work/$name.out"
 }
 run x86 "$work/x86"
+run x86-64-v2 "$work/x86-64-v2"
 run neon "$QEMU" -cpu cortex-a53 "$work/neon"
 run dotprod "$QEMU" -cpu max "$work/dotprod"
 run i8mm "$QEMU" -cpu max "$work/i8mm"
