@@ -127,22 +127,6 @@ def dequantize_kv(q: jax.Array, scale: jax.Array | None) -> jax.Array:
     return (g * scale[..., None]).reshape(q.shape)
 
 
-def attention(cfg: ModelConfig, q, k_all, v_all, cos, sin, sink_cos, sink_sin, mask, key_sink):
-    """q [C, H, hd] un-rotated; k_all/v_all [S + C, KVH, hd] (keys already rotated)."""
-    C, G, KVH = q.shape[0], cfg.q_per_kv, cfg.n_kv_heads
-    qw = rope(q, cos, sin).reshape(C, KVH, G, -1)
-    qs = rope(q, sink_cos, sink_sin).reshape(C, KVH, G, -1)
-    scores_w = jnp.einsum("ckgd,skd->kgcs", qw, k_all)
-    scores_s = jnp.einsum("ckgd,skd->kgcs", qs, k_all)
-    scores = jnp.where(key_sink, scores_s, scores_w) * (cfg.head_dim**-0.5)
-    scores = jnp.where(mask, scores, -jnp.inf)
-    probs = jax.nn.softmax(scores, axis=-1)
-    # Head-major output, the layout XLA's batched dot produces: for C = 1 the transpose below is
-    # a bitcast, so the output projection reads a contiguous vector (bench: -7% per decode step).
-    out = jnp.einsum("kgcs,skd->kgcd", probs, v_all)
-    return out.transpose(2, 0, 1, 3).reshape(C, -1)
-
-
 XLA_KEY_BLOCK = 256  # the XLA attention's smallest span of cache slots (then 2x, 4x ... the capacity)
 
 
@@ -163,7 +147,8 @@ def attention_xla(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, cos, sin
     until the ring wraps, so only the first `span` slots are read, the smallest of key_spans()
     that holds every slot the mask lets any row see (chosen at run time: lax.switch over the
     spans, one compiled branch each); a 300-token chat in a 4,128-slot cache reads 512 slots,
-    not 4,128. The same numbers as attention() on the concatenation, in f32. Both products keep
+    not 4,128. The same numbers as the whole layer dequantized and concatenated with the new
+    rows, in f32 (tests/engine/reference.py spells that). Both products keep
     the cache's rows whole: the scores with the keys [KVH, span, hd] as a GEMM's rows, the values
     as [KVH, span, hd] on the right (an einsum let XLA pick V^T, a transpose of every value of the
     span: 1 ms a layer at the 1.7B shape). q [C, H, hd] un-rotated; k_new/v_new [C, kv] f32 (keys

@@ -8,6 +8,7 @@ and llama.cpp do (`with_kernel=False` skips that, for the engine's XLA fallback 
 """
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -222,12 +223,21 @@ def random_cache(cfg, plan, rng):
 
 
 def concatenated_attention(cfg, q, k_new, v_new, cache, layer, batch):
-    """The plain spelling: dequantize the whole layer, concatenate the new rows, einsum."""
+    """The plain spelling of the engine's attention: dequantize the whole cache layer,
+    concatenate the chunk's new rows (keys already rotated), and score every key with both
+    rotations of the query (the window's and the sinks'), masked. q [C, H, hd] un-rotated."""
     sc = lambda a: None if a is None else a[layer]  # noqa: E731
-    hd, KVH = cfg.head_dim, cfg.n_kv_heads
+    C, G, KVH, hd = q.shape[0], cfg.q_per_kv, cfg.n_kv_heads, cfg.head_dim
     k_all = jnp.concatenate([forward.dequantize_kv(cache.k[layer], sc(cache.k_scale)), k_new]).reshape(-1, KVH, hd)
     v_all = jnp.concatenate([forward.dequantize_kv(cache.v[layer], sc(cache.v_scale)), v_new]).reshape(-1, KVH, hd)
-    return forward.attention(cfg, q, k_all, v_all, *forward._global_keys(batch)[:6])
+    cos, sin, sink_cos, sink_sin, mask, key_sink = forward._global_keys(batch)[:6]
+    qw = forward.rope(q, cos, sin).reshape(C, KVH, G, -1)
+    qs = forward.rope(q, sink_cos, sink_sin).reshape(C, KVH, G, -1)
+    scores_w = jnp.einsum("ckgd,skd->kgcs", qw, k_all)
+    scores_s = jnp.einsum("ckgd,skd->kgcs", qs, k_all)
+    scores = jnp.where(key_sink, scores_s, scores_w) * (hd**-0.5)
+    probs = jax.nn.softmax(jnp.where(mask, scores, -jnp.inf), axis=-1)
+    return jnp.einsum("kgcs,skd->kgcd", probs, v_all).transpose(2, 0, 1, 3).reshape(C, -1)
 
 
 def in_xla_path(module: str, func: str, *args):
