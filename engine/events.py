@@ -74,3 +74,5 @@ class Done:
     ttft_s: float
     # speculative decoding over the session so far: verifies, drafted, accepted, acceptance
     draft: dict | None = None
+    # the whole reply's tokens: generated_tokens plus, after a Continue, those it extended
+    reply_tokens: int = 0

@@ -6,6 +6,11 @@ takes only the text after what the cache already holds, and prefills those token
 never re-read. Anything that changes the past (regenerate, edit, pin, a new plan, loading a
 stored chat) re-encodes from the chunks, and that costs at most `capacity` tokens of prefill,
 because tokens that would be evicted again are skipped rather than computed.
+
+Continue extends a reply cut at max_tokens inside the same message and chunk: its last sampled
+token (held back, see _pending) is fed and decoding goes on, so the cache ends as one longer
+reply would leave it. Stepping to another version of the conversation (select_history) re-reads
+nothing at once: the cache keeps what it holds, and stepping back to that is free.
 """
 from __future__ import annotations
 
@@ -50,6 +55,13 @@ def common_prefix(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def _same_turns(a: list[dict], b: list[dict]) -> bool:
+    """Whether two conversations render alike (role, text and pin of every message)."""
+    return len(a) == len(b) and all(
+        (x["role"], x["content"], bool(x.get("pinned"))) == (y["role"], y["content"], bool(y.get("pinned")))
+        for x, y in zip(a, b))
 
 
 def _render_system(template, system: str | None) -> str:
@@ -105,6 +117,8 @@ class ChatSession:
         self._recent: deque[int] = deque(maxlen=256)
         self._cancel = threading.Event()
         self._dirty = False  # the cache no longer matches the chunks: re-encode before use
+        # (messages, chunks, rendered, pending) the cache holds while another version is shown
+        self._held: tuple | None = None
         # Prompt-lookup speculative decoding: same output, fewer steps where the text repeats.
         self.speculative = speculative
         self.drafter = PromptLookup(max_draft=DRAFT_ROWS - 1)
@@ -236,6 +250,68 @@ class ChatSession:
         self._dirty = True
         yield from self.stream(text, **overrides)
 
+    def continue_reply(self, **overrides) -> Iterator:
+        """Extend the last reply from where it stopped (cut at max_tokens): the same message and
+        chunk, up to max_tokens more. Where the cache still ends with that reply, only its held-back
+        last token is fed (no re-read); otherwise the conversation is re-encoded with the reply
+        left open (no end-of-turn after it), as an edit re-encodes."""
+        self._cancel.clear()
+        if not self.messages or self.messages[-1]["role"] != "assistant":
+            raise SettingsError("there is no reply to continue")
+        t0 = time.perf_counter()
+        chunk = self._chunks[-1] if self._chunks else None
+        if not self._dirty and self._pending and chunk is not None and chunk.msg == len(self.messages) - 1:
+            ids, self._pending = self._pending, []
+            logits = yield from self._feed(ids)
+            if logits is None:
+                self._pending = ids  # cancelled before it was fed: still held back
+            prompt_tokens = len(ids)
+        else:
+            logits = yield from self._reopen_reply()
+            chunk, prompt_tokens = self._chunks[-1], self.decoder.ring.cache_tokens
+        prefill_s = time.perf_counter() - t0
+        if logits is None:
+            yield self._done("cancelled", [], prompt_tokens, prefill_s, 0.0, 0.0, text=self.messages[-1]["content"],
+                             total=len(chunk.ids))
+            return
+        yield from self._generate(logits, overrides, prompt_tokens, prefill_s, chunk=chunk)
+
+    def _reopen_reply(self):
+        """Re-encode the conversation up to the last reply's opening, then the reply's text with
+        no closing marker after it; returns the last logits (None if cancelled)."""
+        reply = self.messages.pop()
+        logits = yield from self._resync(add_generation_prompt=True)
+        self.messages.append(reply)
+        ids = self._encode(reply["content"]) if reply["content"] else []
+        self._chunks.append(Chunk(len(self.messages) - 1, array("i", ids), self.decoder.ring.next_pos))
+        if logits is not None and ids:
+            logits = yield from self._feed(ids)
+            self.drafter.extend(ids)
+        self._rendered += reply["content"]
+        self._dirty = logits is None
+        return logits
+
+    def select_history(self, messages: list[dict]) -> bool:
+        """Show another version of the conversation (a reply or question stepped to, the start
+        of a fork). Nothing is re-read now: the cache keeps what it holds, and the next turn
+        re-encodes (bounded) if the conversation differs from it. Returns True when the cache
+        holds exactly this conversation (stepping back to the version it was written with)."""
+        new = [{"role": m["role"], "content": m.get("content", ""), "pinned": bool(m.get("pinned", False))}
+               for m in messages if m.get("role") in ("user", "assistant")]
+        if _same_turns(new, self.messages):
+            return not self._dirty
+        held = self._held
+        if held is not None and _same_turns(new, held[0]):
+            self.messages, self._chunks, self._rendered, self._pending = held
+            self._held, self._dirty = None, False
+            return True
+        if held is None and not self._dirty:
+            self._held = (self.messages, self._chunks, self._rendered, self._pending)
+        self.messages = new
+        self._chunks, self._rendered, self._pending = [], "", []
+        self._dirty = True
+        return False
+
     def warmup(self) -> None:
         """Compile the jitted shapes before the first turn (no effect on the conversation)."""
         if self.decoder.ring.next_pos == 0:
@@ -251,6 +327,7 @@ class ChatSession:
             for m in messages if m.get("role") in ("user", "assistant")
         ]
         self._chunks, self._pending, self._rendered = [], [], ""
+        self._held = None
         self.drafter.reset()
         self._dirty = bool(self.messages)
         if not self.messages:
@@ -381,7 +458,8 @@ class ChatSession:
                 yield PrefillProgress(min(s + C, len(ids)), len(ids))
         return logits
 
-    def _generate(self, logits, overrides, prompt_tokens: int, prefill_s: float):
+    def _generate(self, logits, overrides, prompt_tokens: int, prefill_s: float, chunk: Chunk | None = None):
+        """Decode a reply into a new message, or (Continue) on at the end of `chunk`, the last one's."""
         params = self.sampling.with_(**overrides)
         sampler = Sampler(params)
         eot = set() if params.ignore_eos else set(self.tok.eot_ids)
@@ -390,9 +468,13 @@ class ChatSession:
         reason = "max_tokens"
         t_start = time.perf_counter()
         t_first = t_last_stats = None
-        chunk = Chunk(len(self.messages), array("i"), self.decoder.ring.next_pos)
-        self._chunks.append(chunk)
-        self.messages.append({"role": "assistant", "content": "", "pinned": False})
+        if chunk is None:
+            chunk = Chunk(len(self.messages), array("i"), self.decoder.ring.next_pos)
+            self._chunks.append(chunk)
+            self.messages.append({"role": "assistant", "content": "", "pinned": False})
+        for t in chunk.ids:  # mid-reply: no leading-space strip, a split character completes
+            text_out.push(t)
+        earlier = list(chunk.ids)
         yield Stats(self.stats())
         self.drafter.stats = DraftStats()  # Done reports this reply's drafts
         todo = deque([sampler(logits, self._recent)])  # sampled; only the last is not yet cached
@@ -426,11 +508,15 @@ class ChatSession:
         tail = text_out.flush()
         if tail:
             yield Token(tail, -1)
-        text = self.tok.decode(reply)
+        before = self.messages[-1]["content"]
+        text = self.tok.decode(earlier + reply)
         self.messages[-1]["content"] = text
         if reason == "cancelled":
             self.messages[-1]["interrupted"] = True
-        self._rendered += text
+        else:
+            self.messages[-1].pop("interrupted", None)
+        if self._rendered.endswith(before):
+            self._rendered = self._rendered[:len(self._rendered) - len(before)] + text
         # A turn's freed memory (its prompt's arrays, the renders, XLA's buffers) back to the
         # system now, in the pause before the next message: otherwise the heap's free pages
         # show as growth over a long chat (+4.4 MB over 3,000 tokens in the soak test).
@@ -438,16 +524,18 @@ class ChatSession:
         decode_s = (time.perf_counter() - t_first) if t_first else 0.0
         ttft = prefill_s + ((t_first - t_start) if t_first else 0.0)
         yield Stats(self.stats())
-        yield self._done(reason, reply, prompt_tokens, prefill_s, decode_s, ttft)
+        yield self._done(reason, reply, prompt_tokens, prefill_s, decode_s, ttft, text=text, total=len(chunk.ids))
 
-    def _done(self, reason, reply, prompt_tokens, prefill_s, decode_s, ttft) -> Done:
+    def _done(self, reason, reply, prompt_tokens, prefill_s, decode_s, ttft, text: str | None = None,
+              total: int | None = None) -> Done:
+        """`text`, `total`: the whole reply's text and tokens, where a Continue extended one."""
         n = len(reply)
         return Done(
-            reason=reason, reply=self.tok.decode(reply) if reply else "",
+            reason=reason, reply=text if text is not None else (self.tok.decode(reply) if reply else ""),
             prompt_tokens=prompt_tokens, generated_tokens=n,
             prefill_tok_s=prompt_tokens / prefill_s if prefill_s > 0 else 0.0,
             decode_tok_s=(n - 1) / decode_s if n > 1 and decode_s > 0 else 0.0,
-            ttft_s=ttft, draft=self.drafter.stats.to_dict(),
+            ttft_s=ttft, draft=self.drafter.stats.to_dict(), reply_tokens=n if total is None else total,
         )
 
     def _template_messages(self) -> list[dict]:
@@ -484,6 +572,7 @@ class ChatSession:
         """Re-encode the cache from the conversation: sinks (system + pinned), then only the
         newest tokens that fit the window. Returns the last logits."""
         t0 = time.perf_counter()
+        self._held = None  # the cache is about to change: what it held is gone
         self._rechunk(add_generation_prompt)
         self._replan()
         n_sink = self.plan.sinks

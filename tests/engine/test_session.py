@@ -221,3 +221,75 @@ def test_a_message_counts_the_same_tokens_after_a_re_encoding_for_a_new_reply(ti
     run(s.regenerate())
     after = {m.index: m.tokens for m in s.stats().messages}
     assert {i: after[i] for i in (0, 1, 2)} == {i: before[i] for i in (0, 1, 2)}
+
+
+# --- Continue and versions (issue 23) ----------------------------------------------------------
+
+
+def rebuilt(events):
+    """(tokens, Done, whether the cache was re-encoded on the way)."""
+    toks, done, again = [], None, False
+    for ev in events:
+        if isinstance(ev, Token):
+            toks.append(ev)
+        elif isinstance(ev, Done):
+            done = ev
+        elif isinstance(ev, Rebuilt):
+            again = True
+    return toks, done, again
+
+
+def test_continue_extends_the_same_reply_as_one_longer_reply_would(tiny):
+    short, longer = LONG.with_(max_tokens=12), LONG.with_(max_tokens=24)
+    one = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=longer)
+    _, whole = run(one.stream("tell me more"))
+    two = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=short)
+    _, first = run(two.stream("tell me more"))
+    assert first.reason == "max_tokens" and first.reply_tokens == 12
+    toks, more, again = rebuilt(two.continue_reply())
+    assert not again and more.prompt_tokens == 1  # only the held-back last token is fed: no re-read
+    assert more.generated_tokens == 12 and more.reply_tokens == 24 == whole.generated_tokens
+    assert len(two.messages) == 2 and two.messages[-1]["content"] == more.reply == whole.reply
+    assert first.reply + "".join(t.text for t in toks) == whole.reply  # the stream carries on the text
+    assert two.stats().tokens_seen == one.stats().tokens_seen
+    assert [list(c.ids) for c in two._chunks] == [list(c.ids) for c in one._chunks]
+    # the next turn goes on from there as after one reply
+    _, d1 = run(one.stream("and?"))
+    _, d2 = run(two.stream("and?", max_tokens=24))
+    assert d1.reply == d2.reply and d1.prompt_tokens == d2.prompt_tokens
+
+
+def test_continue_on_a_stored_reply_re_encodes_it_left_open(tiny):
+    one = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=24))
+    _, whole = run(one.stream("tell me more"))
+    two = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=12))
+    run(two.stream("tell me more"))
+    restored = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=12))
+    restored.load_history(two.messages)
+    _, more, again = rebuilt(restored.continue_reply())
+    assert again and len(restored.messages) == 2
+    assert more.reply.startswith(two.messages[-1]["content"]) and more.generated_tokens == 12
+    with pytest.raises(Exception, match="no reply to continue"):
+        fresh = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG)
+        run(fresh.continue_reply())
+
+
+def test_stepping_back_to_the_cached_version_re_reads_nothing(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=8))
+    run(s.stream("first"))
+    v1 = [dict(m) for m in s.messages]
+    run(s.regenerate(temperature=5.0, seed=3, repetition_penalty=1.5))
+    v2 = [dict(m) for m in s.messages]
+    assert v1[-1]["content"] != v2[-1]["content"]
+    seen = s.stats().tokens_seen
+    assert not s.select_history(v1)  # another version: the cache still holds v2, nothing read
+    assert s.stats().tokens_seen == seen
+    assert s.select_history(v2)  # back to what the cache holds: free
+    _, d, again = rebuilt(s.stream("next"))
+    assert not again and d.prompt_tokens < 40
+    # a version the cache does not hold is re-encoded at the next turn
+    v3 = [dict(m) for m in s.messages]
+    assert not s.select_history(v1)
+    _, d, again = rebuilt(s.stream("other"))
+    assert again and [m["content"] for m in s.messages[:2]] == [m["content"] for m in v1]
+    assert not s.select_history(v3)  # (what the cache held then is gone now)
