@@ -1,6 +1,7 @@
 """The chat pane: one widget per message, the streaming reply, and what the model still sees.
 
-Each message is a small frame (role, status badges, Pin / Copy / Edit buttons) over a
+Each message is a small frame (role, status badges, the model that wrote a reply, a ‹ 1/3 ›
+stepper between its versions, Continue / Edit / Pin / Copy buttons) over a
 :class:`~app.markdown_view.MarkdownStack`.  Messages whose tokens have all left the KV window
 are drawn faded, and the one message the window cuts has the start it no longer sees faded; a
 marker sits at the boundary ("N tokens out of view"); pinned messages (their
@@ -15,6 +16,7 @@ from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_comp
 from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QFont, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
+    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -28,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
+from .reply_label import label_text, label_tooltip
 from .markdown_view import (COPY_CODE_LINK, SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking,
                             label_code_blocks)
 
@@ -50,6 +53,9 @@ STATUS_BADGES = {
     "interrupted": "⚠ interrupted",
     "error": "⚠ failed",
 }
+CUT_BADGE = "✂ cut short"
+CUT_TIP = ("The reply reached the “Max reply tokens” setting and stopped mid-way. Continue writes more of "
+           "the same reply; a larger limit in the settings lets the next ones run longer.")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,8 @@ class MessageWidget(QFrame):
     pinClicked = Signal(object, bool)  # self, wanted state
     copyClicked = Signal(object)
     editClicked = Signal(object)
+    continueClicked = Signal(object)
+    versionClicked = Signal(object, int)  # self, -1 (previous) or +1 (next)
     linkClicked = Signal(QUrl)
     codeCopied = Signal(str)  # a code block's Copy link put this on the clipboard
 
@@ -100,6 +108,24 @@ class MessageWidget(QFrame):
         small.setPointSizeF(max(7.0, small.pointSizeF() * 0.9))
         self.memoryLabel.setFont(small)
         self.badge.setFont(small)
+        self.modelLabel = QLabel()  # which model wrote this reply (settings on hover)
+        self.modelLabel.setObjectName("messageModel")
+        self.modelLabel.setFont(small)
+        self.modelLabel.setTextFormat(Qt.TextFormat.PlainText)
+        self.prevVersionButton = QToolButton(text="‹")
+        self.prevVersionButton.setObjectName("previousVersionButton")
+        self.prevVersionButton.clicked.connect(lambda: self.versionClicked.emit(self, -1))
+        self.versionLabel = QLabel()
+        self.versionLabel.setObjectName("versionLabel")
+        self.versionLabel.setFont(small)
+        self.nextVersionButton = QToolButton(text="›")
+        self.nextVersionButton.setObjectName("nextVersionButton")
+        self.nextVersionButton.clicked.connect(lambda: self.versionClicked.emit(self, +1))
+        self.continueButton = QToolButton(text="Continue")
+        self.continueButton.setObjectName("continueButton")
+        self.continueButton.setToolTip("Write more of this reply, from where it stopped")
+        self.continueButton.clicked.connect(lambda: self.continueClicked.emit(self))
+        self.continueButton.setVisible(False)
 
         self.pinButton = QToolButton(text="Pin")
         self.pinButton.setCheckable(True)
@@ -109,10 +135,12 @@ class MessageWidget(QFrame):
         self.copyButton.setToolTip("Copy this message as Markdown")
         self.copyButton.clicked.connect(lambda: self.copyClicked.emit(self))
         self.editButton = QToolButton(text="Edit")
-        self.editButton.setToolTip("Edit this message and send it again")
+        self.editButton.setToolTip("Edit this message and send it again (the conversation forks here; "
+                                   "‹ › steps back to the old version)")
         self.editButton.clicked.connect(lambda: self.editClicked.emit(self))
         self.editButton.setVisible(False)
-        for b in (self.pinButton, self.copyButton, self.editButton):
+        for b in (self.pinButton, self.copyButton, self.editButton, self.continueButton, self.prevVersionButton,
+                  self.nextVersionButton):
             b.setAutoRaise(True)
             b.setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
@@ -120,9 +148,14 @@ class MessageWidget(QFrame):
         head.setContentsMargins(0, 0, 0, 0)
         head.setSpacing(8)
         head.addWidget(self.roleLabel)
+        head.addWidget(self.modelLabel)
         head.addWidget(self.badge)
         head.addWidget(self.memoryLabel)
         head.addStretch(1)
+        head.addWidget(self.prevVersionButton)
+        head.addWidget(self.versionLabel)
+        head.addWidget(self.nextVersionButton)
+        head.addWidget(self.continueButton)
         head.addWidget(self.editButton)
         head.addWidget(self.pinButton)
         head.addWidget(self.copyButton)
@@ -160,10 +193,20 @@ class MessageWidget(QFrame):
         menu.addAction("Copy message", lambda: self.copyClicked.emit(self))
         if self.editButton.isVisibleTo(self):
             menu.addAction("Edit and resend", lambda: self.editClicked.emit(self))
+        if self.continueButton.isVisibleTo(self):
+            menu.addAction("Continue this reply", lambda: self.continueClicked.emit(self))
         return menu
+
+    def buttons(self) -> list[QToolButton]:
+        """Its buttons in Tab order."""
+        return [self.prevVersionButton, self.nextVersionButton, self.continueButton, self.editButton,
+                self.pinButton, self.copyButton]
 
     def set_index(self, index: int) -> None:
         who = ROLE_TITLES.get(self.message.role, self.message.role)
+        self.prevVersionButton.setAccessibleName(f"Previous version of message {index + 1} ({who})")
+        self.nextVersionButton.setAccessibleName(f"Next version of message {index + 1} ({who})")
+        self.continueButton.setAccessibleName(f"Continue message {index + 1}")
         self.pinButton.setAccessibleName(f"Pin message {index + 1} ({who})")
         self.copyButton.setAccessibleName(f"Copy message {index + 1} ({who})")
         self.editButton.setAccessibleName(f"Edit message {index + 1} and resend")
@@ -202,8 +245,23 @@ class MessageWidget(QFrame):
         badges = []
         if m.status in STATUS_BADGES:
             badges.append(STATUS_BADGES[m.status])
+        if m.cut_short and m.status != "streaming":
+            badges.append(CUT_BADGE)
         self.badge.setText("  ".join(badges))
+        self.badge.setToolTip(CUT_TIP if m.cut_short else "")
         self.badge.setVisible(bool(badges))
+        label = label_text(m.meta) if m.role == "assistant" else ""
+        self.modelLabel.setText(f"· {label}" if label else "")
+        self.modelLabel.setToolTip(label_tooltip(m.meta) if label else "")
+        self.modelLabel.setVisible(bool(label))
+        many = m.versions > 1
+        for w in (self.prevVersionButton, self.versionLabel, self.nextVersionButton):
+            w.setVisible(many)
+        if many:
+            self.versionLabel.setText(f"{m.version}/{m.versions}")
+            self.versionLabel.setAccessibleName(f"Version {m.version} of {m.versions}")
+            self.prevVersionButton.setEnabled(m.version > 1)
+            self.nextVersionButton.setEnabled(m.version < m.versions)
         self.pinButton.setChecked(m.pinned)
         self.pinButton.setText("Unpin" if m.pinned else "Pin")
         self.pinButton.setEnabled(m.status != "streaming")
@@ -261,6 +319,8 @@ class ChatView(QScrollArea):
     pinRequested = Signal(int, bool)
     copyRequested = Signal(int)
     editRequested = Signal(int)
+    continueRequested = Signal(int)
+    versionRequested = Signal(int, int)  # message index, -1 / +1
     linkClicked = Signal(QUrl)
     changed = Signal()  # messages were added or removed (the window re-chains the Tab order)
 
@@ -439,6 +499,8 @@ class ChatView(QScrollArea):
         w.pinClicked.connect(self._on_pin)
         w.copyClicked.connect(lambda wid: self.copyRequested.emit(self._index_of(wid)))
         w.editClicked.connect(lambda wid: self.editRequested.emit(self._index_of(wid)))
+        w.continueClicked.connect(lambda wid: self.continueRequested.emit(self._index_of(wid)))
+        w.versionClicked.connect(lambda wid, step: self.versionRequested.emit(self._index_of(wid), step))
         w.linkClicked.connect(self.linkClicked)
         if at is None:
             self._layout.insertWidget(self._layout.count() - 1, w)  # before the trailing stretch
@@ -478,12 +540,61 @@ class ChatView(QScrollArea):
         self.earlierButton.setVisible(n > 0)
         if n:
             self.earlierButton.setText(f"▲ {n:,} earlier message{'s' if n != 1 else ''} (scroll up, or click)")
-        last_user = max((i for i, w in enumerate(self.widgets) if w.message.role == "user"), default=-1)
         for i, w in enumerate(self.widgets):
             w.set_index(n + i)
-            w.editButton.setVisible(i == last_user)
+            w.editButton.setVisible(w.message.role == "user")  # any question can be edited: it forks there
+        self._show_continue()
         self._place_boundary()
         self.changed.emit()
+
+    def _show_continue(self) -> None:
+        """Continue sits on the last reply, where it was cut short or stopped."""
+        for k, w in enumerate(self.widgets):
+            m = w.message
+            w.continueButton.setVisible(k == len(self.widgets) - 1 and m.role == "assistant" and bool(m.content)
+                                        and m.status != "streaming" and (m.cut_short or m.status == "stopped"))
+
+    def set_busy(self, busy: bool) -> None:
+        """While a reply is written, nothing that changes the conversation is offered."""
+        for w in self.widgets:
+            for b in (w.continueButton, w.editButton, w.prevVersionButton, w.nextVersionButton):
+                b.setEnabled(not busy and (b not in (w.prevVersionButton, w.nextVersionButton)
+                                           or self._step_possible(w, b)))
+
+    @staticmethod
+    def _step_possible(w: MessageWidget, b) -> bool:
+        m = w.message
+        return m.version > 1 if b is w.prevVersionButton else m.version < m.versions
+
+    def replace_from(self, index: int, messages: list[ChatMessage]) -> None:
+        """Another version is shown from message `index` on: its widgets replace those there,
+        the reader's place and a focused ‹ › kept (a keyboard user steps on)."""
+        focus = QApplication.focusWidget()
+        local = index - self.offset
+        old = self.widgets[local] if 0 <= local < len(self.widgets) else None
+        held = None
+        if old is not None and focus in (old.prevVersionButton, old.nextVersionButton):
+            held = focus.objectName()
+        bar = self.verticalScrollBar()
+        value, stick = bar.value(), self._stick
+        self.remove_from(index)
+        self.setUpdatesEnabled(False)
+        try:
+            for m in messages:
+                self._add(m)
+        finally:
+            self.setUpdatesEnabled(True)
+        self._after_change()
+        if self._memory_args is not None:
+            self.set_memory(*self._memory_args)
+        self._stick = stick
+        if not stick:
+            bar.setValue(value)
+        if held and 0 <= local < len(self.widgets):
+            w = self.widgets[local]
+            b = w.findChild(QToolButton, held)
+            (b if b is not None and b.isEnabled() else
+             (w.nextVersionButton if w.nextVersionButton.isEnabled() else w.prevVersionButton)).setFocus()
 
     # -- streaming --------------------------------------------------------------------
 
@@ -494,6 +605,21 @@ class ChatView(QScrollArea):
         self._stream = w
         self._pending.clear()
         self._flush_timer.start()
+        return w
+
+    def resume_stream(self, message: ChatMessage) -> MessageWidget | None:
+        """Continue: the last message streams on (its text so far stays as it is)."""
+        self.flush()
+        if not self.widgets or self.widgets[-1].message is not message:
+            return None
+        w = self.widgets[-1]
+        message.status = "streaming"
+        w.refresh(render=False)
+        self._show_continue()
+        self._stream = w
+        self._pending.clear()
+        self._flush_timer.start()
+        self.scroll_to_bottom()
         return w
 
     def append_stream(self, text: str) -> None:
@@ -523,6 +649,7 @@ class ChatView(QScrollArea):
         # a short reply becomes one document (exact Markdown, selectable as a whole); a long one
         # keeps its streamed chunks rather than paying a full re-render in one go
         w.refresh(render=len(w.message.content) <= SINGLE_VIEW_CHARS)
+        self._show_continue()
         return w.message
 
     # -- memory markers ---------------------------------------------------------------

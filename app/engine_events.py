@@ -43,6 +43,7 @@ class ReplyResult:
     ttft_s: float | None = None
     error: str = ""
     roles: tuple[str, ...] | None = None  # the session's messages afterwards (to check it is in step)
+    reply_tokens: int = 0  # the whole reply's tokens (more than generated_tokens after a Continue)
 
 
 # --- the events --------------------------------------------------------------------------------

@@ -332,7 +332,8 @@ class EngineWorker(QObject):
 
     @Slot(int, str, str, object)
     def generate(self, request: int, kind: str, text: str, sampling: dict | None) -> None:
-        """kind: "send" (text = the user's message), "regenerate", "edit" (text = new message)."""
+        """kind: "send" (text = the user's message), "regenerate", "edit" (text = new message),
+        "continue" (the last reply goes on where it stopped)."""
         if self.session is None:
             self.event.emit(ReplyFinished(ReplyResult(request, "error", "", error="No model is loaded.")))
             return
@@ -351,6 +352,8 @@ class EngineWorker(QObject):
                 events = session.regenerate(**overrides)
             elif kind == "edit":
                 events = session.edit_last(text, **overrides)
+            elif kind == "continue":
+                events = session.continue_reply(**overrides)
             else:
                 raise ValueError(f"unknown request {kind!r}")
             done = None
@@ -375,7 +378,7 @@ class EngineWorker(QObject):
             else:
                 result = ReplyResult(request, done.reason, done.reply, done.generated_tokens,
                                      done.prompt_tokens, done.decode_tok_s, done.prefill_tok_s,
-                                     done.ttft_s)
+                                     done.ttft_s, reply_tokens=done.reply_tokens)
         except Exception as exc:  # noqa: BLE001 - shown in the window; the chat is kept
             log.warning("generation failed:\n%s", traceback.format_exc())
             result = ReplyResult(request, "error", "".join(pieces), len(pieces),
@@ -443,6 +446,18 @@ class EngineWorker(QObject):
         self.event.emit(HistoryLoaded(request))
         self._emit_stats()
 
+    @Slot(int, object)
+    def select_history(self, request: int, messages: list[dict]) -> None:
+        """Another version of the conversation is shown: the session takes it without re-reading
+        (the next reply re-encodes, bounded, unless the cache already holds it)."""
+        if self.session is not None:
+            try:
+                self.session.select_history(messages)
+            except Exception as exc:  # noqa: BLE001 - shown in the window
+                self.event.emit(Failed(*describe_error(exc)))
+        self.event.emit(HistoryLoaded(request))
+        self._emit_stats()
+
     @Slot(int, object, object)
     def list_models(self, request: int, extra_dirs: list, cfg: EngineConfig) -> None:
         """The model library for the window (here: it reads headers from disk and imports the
@@ -506,6 +521,7 @@ class EngineController(QObject):
     _apply = Signal(object)
     _pin = Signal(int, bool)
     _history = Signal(int, object)
+    _select = Signal(int, object)
     _probe = Signal()
     _count = Signal(str)
     _list = Signal(int, object, object)
@@ -522,6 +538,7 @@ class EngineController(QObject):
         self._apply.connect(self.worker.apply_config)
         self._pin.connect(self.worker.set_pinned)
         self._history.connect(self.worker.load_history)
+        self._select.connect(self.worker.select_history)
         self._probe.connect(self.worker.probe_devices)
         self._count.connect(self.worker.count_sinks)
         self._list.connect(self.worker.list_models)
@@ -544,6 +561,11 @@ class EngineController(QObject):
     def load_history(self, messages: list[dict]) -> int:
         req = self._request()
         self._history.emit(req, messages)
+        return req
+
+    def select_history(self, messages: list[dict]) -> int:
+        req = self._request()
+        self._select.emit(req, messages)
         return req
 
     def apply(self, cfg: EngineConfig) -> None:

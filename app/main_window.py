@@ -243,6 +243,16 @@ class _WindowView:
         w._save_timer.start()
         w._update_actions()
 
+    def resume_reply(self, message) -> None:
+        w = self.win
+        w.chat.resume_stream(message)
+        w.stageLabel.setText("Continuing the reply…")
+        w._save_timer.start()
+        w._update_actions()
+
+    def replace_messages_from(self, index: int, messages) -> None:
+        self.win.chat.replace_from(index, messages)
+
     def reply_text(self, text: str) -> None:
         self.win.chat.append_stream(text)
 
@@ -307,7 +317,7 @@ class MainWindow(QMainWindow):
         self.controller = ChatController(
             self.store, self.engine, _WindowView(self),
             sampling=lambda: {**self.settings.sampling_kwargs(), **self.sampling_overrides},
-            conversation_settings=self._conversation_settings)
+            conversation_settings=self._conversation_settings, reply_meta=self._reply_meta)
         self._connect_engine()
         for n in notices:
             self.show_error(n, "notice")
@@ -345,6 +355,8 @@ class MainWindow(QMainWindow):
         self.chat.pinRequested.connect(self.request_pin)
         self.chat.copyRequested.connect(self.copy_message)
         self.chat.editRequested.connect(self.start_edit)
+        self.chat.continueRequested.connect(lambda _i: self.continue_reply())
+        self.chat.versionRequested.connect(self.show_version)
         self.chat.linkClicked.connect(self.open_link)
         self.pinBar = PinBar()
         self.pinBar.confirmed.connect(self.set_pinned)
@@ -557,6 +569,7 @@ class MainWindow(QMainWindow):
         msgs = self.chat.messages()
         self.regenButton.setEnabled(self.model_ready and not busy and bool(msgs))
         self.settingsPanel.set_busy(busy)
+        self.chat.set_busy(busy)
 
     def message_name(self, index: int) -> str:
         """How the status line names a message: whose it is and how it starts, never an index
@@ -778,12 +791,10 @@ class MainWindow(QMainWindow):
         msgs = self.chat.messages()
         if self.generating or index >= len(msgs) or msgs[index].role != "user":
             return
-        if any(m.role == "user" for m in msgs[index + 1:]):
-            return  # only the last user message can be edited
         self.editing_index = index
         self.input.setPlainText(msgs[index].content)
-        self.editBar.setText(f"Editing {self.message_name(index)}: Enter resends it (the reply after it is replaced), "
-                             "Esc cancels.")
+        self.editBar.setText(f"Editing {self.message_name(index)}: Enter sends it as a new version (what followed "
+                             "stays with the old one, a ‹ step away), Esc cancels.")
         self.editBar.show()
         self.input.setFocus()
 
@@ -798,6 +809,36 @@ class MainWindow(QMainWindow):
         self.editBar.hide()
         self.input.clear()
         self.controller.resend_edit(index, text)
+
+    def continue_reply(self) -> None:
+        """Continue: the last reply, cut short or stopped, goes on in the same message."""
+        if self.model_ready and not self.controller.continue_reply():
+            self.stageLabel.setText("Only the last reply, cut short or stopped, can be continued")
+
+    def show_version(self, index: int, step: int) -> None:
+        if self.controller.show_version(index, step):
+            m = self.controller.messages[index]
+            self.stageLabel.setText(f"Version {m.version} of {m.versions}")
+            self._update_actions()
+
+    def _reply_meta(self) -> dict:
+        from .reply_label import reply_meta
+
+        sampling = {**self.settings.sampling_kwargs(), **self.sampling_overrides}
+        return reply_meta(self.model_info if self.model_ready else None, sampling, self.settingsPanel.applied_plan)
+
+    def import_conversation(self, path: str | None = None) -> int | None:
+        """File → Import conversation: a Pinwheel export (JSON or Markdown) becomes a new chat."""
+        if path is None:
+            path, _ = QFileDialog.getOpenFileName(self, "Import a conversation", documents_folder(),
+                                                  "Pinwheel exports (*.json *.md);;All files (*)")
+            if not path:
+                return None
+        conversation_id = self.controller.import_file(path)
+        if conversation_id is not None:
+            self.open_conversation(conversation_id)
+            self.stageLabel.setText(f"Imported {Path(path).name}")
+        return conversation_id
 
     def copy_message(self, index: int) -> None:
         QGuiApplication.clipboard().setText(self.chat.messages()[index].content)
@@ -1034,7 +1075,9 @@ class MainWindow(QMainWindow):
                                                   "Markdown (*.md)" if ext == "md" else "JSON (*.json)")
             if not path:
                 return None
-        text = self._store(self.store.export_markdown if ext == "md" else self.store.export_json, conversation_id)
+        # JSON carries every version (its "messages" are the branch shown); Markdown the branch shown
+        text = self._store(self.store.export_markdown, conversation_id) if ext == "md" else \
+            self._store(self.store.export_json, conversation_id, all_versions=True)
         if text is None:
             return None
         try:
@@ -1053,7 +1096,7 @@ class MainWindow(QMainWindow):
         twenty settings fields)."""
         order = [self.input, self.sendButton, self.stopButton, self.regenButton, self.chat]
         for w in self.chat.widgets:
-            order += [w.editButton, w.pinButton, w.copyButton]
+            order += w.buttons()
         sb = self.sidebar
         order += [sb.search, sb.list, sb.newButton, sb.renameButton, sb.deleteButton, sb.exportButton,
                   self.gauge, self.settingsPanel.modelEdit]
@@ -1075,6 +1118,8 @@ class MainWindow(QMainWindow):
         self.openModelAction = action(file_menu, "&Open model…", self.choose_model, "Ctrl+O", "openModelAction")
         self.libraryAction = action(file_menu, "Model &library…", self.open_library, "Ctrl+Shift+O",
                                     "modelLibraryAction")
+        self.importAction = action(file_menu, "&Import conversation…", lambda: self.import_conversation(),
+                                   "Ctrl+I", "importAction")
         file_menu.addSeparator()
         self.quitAction = action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit, "quitAction")
         if self.quitAction.shortcut().isEmpty():  # no platform binding: the usual one

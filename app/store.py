@@ -20,8 +20,16 @@ Durability model
 Schema versions (``PRAGMA user_version``)
 -----------------------------------------
 * v1: messages without ``status`` / ``pinned``.
-* v2 (current): adds ``status`` (CHECK-constrained) and ``pinned``, and a partial index
-  on streaming rows.  Opening a v1 file migrates it in place, in one transaction.
+* v2: adds ``status`` (CHECK-constrained) and ``pinned``, and a partial index on
+  streaming rows.
+* v3 (current): a conversation is a tree.  ``parent_id`` is the message a message answers
+  or follows (NULL for the first); messages with one parent are *versions* of each other
+  (Regenerate, an edit), and ``shown`` marks the version on screen, one per sibling group.
+  ``position`` is a message's depth (0, 1, 2 ... along its branch).  The shown branch is
+  followed from the root through the shown versions; :meth:`ConversationStore.messages`
+  returns it, so a caller that knows nothing of versions sees the conversation as before.
+Opening an older file migrates it in place, in one transaction (v2 -> v3 rebuilds the
+messages table: each message's parent is the one before it, every message shown).
 
 Every failure a user can cause (read-only folder, full disk, damaged or foreign file,
 newer schema) is raised as :class:`StoreError`, whose ``str()`` is one line saying what
@@ -59,6 +67,7 @@ __all__ = [
     "StoreError",
     "Conversation",
     "Message",
+    "LAST",
     "ConversationStore",
     "default_data_dir",
     "default_db_path",
@@ -66,7 +75,7 @@ __all__ = [
 
 APP_NAME = "pinwheel"
 DB_FILENAME = "conversations.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ROLES = ("system", "user", "assistant")
 STATUSES = ("done", "streaming", "interrupted", "stopped")
@@ -135,16 +144,61 @@ _SCHEMA_V2 = (
 )
 
 
+def _messages_v3(table: str) -> str:
+    # parent_id has no FOREIGN KEY on purpose: a cascade down a long chain counts as trigger
+    # recursion (SQLite stops at 1,000 levels); subtrees are deleted with a recursive query.
+    return f"""CREATE TABLE {table} (
+        id              INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+        parent_id       INTEGER,
+        position        INTEGER NOT NULL,
+        role            TEXT    NOT NULL,
+        content         TEXT    NOT NULL,
+        status          TEXT    NOT NULL DEFAULT 'done' {_STATUS_CHECK},
+        pinned          INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        shown           INTEGER NOT NULL DEFAULT 1 CHECK (shown IN (0, 1)),
+        created_at      REAL    NOT NULL,
+        meta_json       TEXT    NOT NULL DEFAULT '{{}}'
+    )"""
+
+
+_MESSAGE_INDEXES_V3 = (
+    "CREATE INDEX messages_streaming ON messages(id) WHERE status = 'streaming'",
+    "CREATE INDEX messages_by_conversation ON messages(conversation_id, position)",
+    "CREATE INDEX messages_by_parent ON messages(parent_id)",
+)
+
+_SCHEMA_V3 = (_SCHEMA_V2[0], _messages_v3("messages"), _SCHEMA_V2[2]) + _MESSAGE_INDEXES_V3
+
+
 def _migrate_v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute(f"ALTER TABLE messages ADD COLUMN status TEXT NOT NULL DEFAULT 'done' {_STATUS_CHECK}")
     conn.execute("ALTER TABLE messages ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1))")
     conn.execute("CREATE INDEX messages_streaming ON messages(id) WHERE status = 'streaming'")
 
 
+def _migrate_v2_to_v3(conn: sqlite3.Connection) -> None:
+    """The list becomes a chain: each message's parent is the one before it, all shown.
+    SQLite can't drop v2's UNIQUE (conversation_id, position), so the table is rebuilt."""
+    conn.execute(_messages_v3("messages_v3"))
+    conn.execute(
+        """INSERT INTO messages_v3 (id, conversation_id, parent_id, position, role, content, status, pinned,
+                                    shown, created_at, meta_json)
+           SELECT id, conversation_id,
+                  LAG(id) OVER (PARTITION BY conversation_id ORDER BY position),
+                  ROW_NUMBER() OVER (PARTITION BY conversation_id ORDER BY position) - 1,
+                  role, content, status, pinned, 1, created_at, meta_json
+           FROM messages""")
+    conn.execute("DROP TABLE messages")
+    conn.execute("ALTER TABLE messages_v3 RENAME TO messages")
+    for stmt in _MESSAGE_INDEXES_V3:
+        conn.execute(stmt)
+
+
 #: MIGRATIONS[v] upgrades a database at schema v to v + 1 (run inside one transaction).
-MIGRATIONS = {1: _migrate_v1_to_v2}
+MIGRATIONS = {1: _migrate_v1_to_v2, 2: _migrate_v2_to_v3}
 #: DDL of every schema version, for tests and tools that need an old database.
-SCHEMAS = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+SCHEMAS = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 
 # --------------------------------------------------------------------------- rows
@@ -183,6 +237,13 @@ class Message:
     pinned: bool
     created_at: float
     meta: dict[str, Any] = field(default_factory=dict)
+    parent_id: int | None = None  # the message it follows (None: the first)
+    version: int = 1  # which of its versions this is (1-based, oldest first) ...
+    versions: int = 1  # ... of how many (messages with the same parent)
+
+
+#: append_message's default parent: the last message of the shown branch
+LAST = object()
 
 
 def _loads_obj(text: str | None) -> dict[str, Any]:
@@ -202,15 +263,25 @@ def _iso(ts: float) -> str:
 
 
 _CONV_COLS = "id, title, created_at, updated_at, settings_json"
-_MSG_COLS = "id, conversation_id, position, role, content, status, pinned, created_at, meta_json"
+_MSG_COLS = "id, conversation_id, position, role, content, status, pinned, created_at, meta_json, parent_id"
 
 
 def _conv(row: tuple) -> Conversation:
     return Conversation(row[0], row[1], row[2], row[3], _loads_obj(row[4]))
 
 
-def _msg(row: tuple) -> Message:
-    return Message(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), row[7], _loads_obj(row[8]))
+def _msg(row: tuple, version: int = 1, versions: int = 1) -> Message:
+    return Message(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), row[7], _loads_obj(row[8]),
+                   row[9], version, versions)
+
+
+# The shown branch: from the shown root, through the shown version of each message's children.
+_BRANCH = """WITH RECURSIVE branch(id) AS (
+        SELECT id FROM messages WHERE conversation_id = ?1 AND parent_id IS NULL AND shown = 1
+        UNION ALL
+        SELECT m.id FROM messages m JOIN branch b ON m.parent_id = b.id WHERE m.shown = 1)"""
+_SUBTREE = """WITH RECURSIVE sub(id) AS (
+        SELECT ?1 UNION ALL SELECT m.id FROM messages m JOIN sub s ON m.parent_id = s.id)"""
 
 
 # --------------------------------------------------------------------------- paths
@@ -567,18 +638,67 @@ class ConversationStore:
     # ------------------------------------------------------------------ messages
 
     def messages(self, conversation_id: int) -> list[Message]:
+        """The shown branch, first message first, each with its version number among its siblings."""
         with self._read("reading messages") as conn:
-            rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE conversation_id = ? ORDER BY position",
+            rows = conn.execute(f"{_BRANCH} SELECT {_MSG_COLS} FROM messages WHERE id IN (SELECT id FROM branch) "
+                                "ORDER BY position", (conversation_id,)).fetchall()
+            siblings = self._sibling_ids(conn, conversation_id)
+        return [_msg(r, *self._version_of(siblings, r[9], r[0])) for r in rows]
+
+    def all_messages(self, conversation_id: int) -> list[Message]:
+        """Every message of every branch, oldest first (each parent before its children)."""
+        with self._read("reading messages") as conn:
+            rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE conversation_id = ? ORDER BY id",
                                 (conversation_id,)).fetchall()
-        return [_msg(r) for r in rows]
+        siblings: dict[int | None, list[int]] = {}
+        for r in rows:
+            siblings.setdefault(r[9], []).append(r[0])
+        return [_msg(r, *self._version_of(siblings, r[9], r[0])) for r in rows]
+
+    def shown_ids(self, conversation_id: int) -> set[int]:
+        """The ids of the versions shown in each sibling group (for an export of every version)."""
+        with self._read("reading messages") as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM messages WHERE conversation_id = ? AND shown = 1",
+                                               (conversation_id,))}
+
+    @staticmethod
+    def _sibling_ids(conn: sqlite3.Connection, conversation_id: int) -> dict[int | None, list[int]]:
+        groups: dict[int | None, list[int]] = {}
+        for mid, parent in conn.execute("SELECT id, parent_id FROM messages WHERE conversation_id = ? ORDER BY id",
+                                        (conversation_id,)):
+            groups.setdefault(parent, []).append(mid)
+        return groups
+
+    @staticmethod
+    def _version_of(groups: dict, parent: int | None, mid: int) -> tuple[int, int]:
+        group = groups.get(parent) or [mid]
+        return (group.index(mid) + 1 if mid in group else 1), len(group)
+
+    def versions(self, message_id: int) -> list[Message]:
+        """The message and its siblings (its versions), oldest first."""
+        with self._read("reading versions") as conn:
+            row = conn.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                raise self._missing("message", message_id)
+            rows = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE conversation_id = ? AND parent_id IS ? "
+                                "ORDER BY id", row).fetchall()
+        return [_msg(r, k + 1, len(rows)) for k, r in enumerate(rows)]
 
     def get_message(self, message_id: int) -> Message | None:
         with self._read("reading a message") as conn:
             row = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE id = ?", (message_id,)).fetchone()
         return None if row is None else _msg(row)
 
+    def _leaf(self, conn: sqlite3.Connection, conversation_id: int) -> tuple[int, int] | None:
+        """(id, position) of the shown branch's last message, or None for an empty conversation."""
+        return conn.execute(f"{_BRANCH} SELECT m.id, m.position FROM messages m JOIN branch b ON m.id = b.id "
+                            "ORDER BY m.position DESC LIMIT 1", (conversation_id,)).fetchone()
+
     def append_message(self, conversation_id: int, role: str, content: str, status: str = "done",
-                       pinned: bool = False, meta: dict | None = None) -> Message:
+                       pinned: bool = False, meta: dict | None = None, parent_id: Any = LAST) -> Message:
+        """Add a message after ``parent_id`` (default: the shown branch's last message; None: a
+        first message).  Where that parent already has a child, the new message is another
+        version of it (a regenerated reply, an edited question) and becomes the one shown."""
         self._check_role(role)
         if status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)} (got {status!r})")
@@ -587,15 +707,39 @@ class ConversationStore:
         with self._write("saving a message") as conn:
             if conn.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone() is None:
                 raise self._missing("conversation", conversation_id)
-            position = conn.execute("SELECT COALESCE(MAX(position) + 1, 0) FROM messages WHERE conversation_id = ?",
-                                    (conversation_id,)).fetchone()[0]
+            if parent_id is LAST:
+                leaf = self._leaf(conn, conversation_id)
+                parent_id, position = (leaf[0], leaf[1] + 1) if leaf else (None, 0)
+            elif parent_id is None:
+                position = 0
+            else:
+                prow = conn.execute("SELECT position FROM messages WHERE id = ? AND conversation_id = ?",
+                                    (parent_id, conversation_id)).fetchone()
+                if prow is None:
+                    raise self._missing("message", parent_id)
+                position = prow[0] + 1
+            conn.execute("UPDATE messages SET shown = 0 WHERE conversation_id = ? AND parent_id IS ?",
+                         (conversation_id, parent_id))
             cur = conn.execute(
-                "INSERT INTO messages (conversation_id, position, role, content, status, pinned, created_at, "
-                "meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (conversation_id, position, role, str(content), status, int(bool(pinned)), now, meta_json))
+                "INSERT INTO messages (conversation_id, parent_id, position, role, content, status, pinned, shown, "
+                "created_at, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                (conversation_id, parent_id, position, role, str(content), status, int(bool(pinned)), now,
+                 meta_json))
             conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (now, conversation_id))
             row = conn.execute(f"SELECT {_MSG_COLS} FROM messages WHERE id = ?", (cur.lastrowid,)).fetchone()
-        return _msg(row)
+            n = conn.execute("SELECT count(*) FROM messages WHERE conversation_id = ? AND parent_id IS ?",
+                             (conversation_id, parent_id)).fetchone()[0]
+        return _msg(row, n, n)
+
+    def show_version(self, message_id: int) -> None:
+        """Make ``message_id`` the version shown among its siblings (its branch is then shown)."""
+        with self._write("showing another version") as conn:
+            row = conn.execute("SELECT conversation_id, parent_id FROM messages WHERE id = ?",
+                               (message_id,)).fetchone()
+            if row is None:
+                raise self._missing("message", message_id)
+            conn.execute("UPDATE messages SET shown = (id = ?) WHERE conversation_id = ? AND parent_id IS ?",
+                         (message_id, *row))
 
     def update_message(self, message_id: int, content: str) -> None:
         """Replace a message's text (called a few times a second while a reply streams)."""
@@ -606,10 +750,12 @@ class ConversationStore:
             conn.execute("UPDATE conversations SET updated_at = ? WHERE id = "
                          "(SELECT conversation_id FROM messages WHERE id = ?)", (time.time(), message_id))
 
-    def finish_message(self, message_id: int, status: str = "done", content: str | None = None) -> None:
+    def finish_message(self, message_id: int, status: str = "done", content: str | None = None,
+                       meta: dict | None = None) -> None:
         """Give a streamed reply its final status ('done', 'stopped' or 'interrupted').
 
-        ``content``, when given, is stored in the same transaction (the last tokens).
+        ``content`` and ``meta`` (merged into the message's), when given, are stored in the
+        same transaction (the last tokens; whether the reply was cut short).
         """
         if status not in FINAL_STATUSES:
             raise ValueError(f"status must be one of {', '.join(FINAL_STATUSES)} (got {status!r})")
@@ -621,8 +767,30 @@ class ConversationStore:
                                    (status, str(content), message_id))
             if cur.rowcount == 0:
                 raise self._missing("message", message_id)
+            if meta:
+                self._merge_meta(conn, message_id, meta)
             conn.execute("UPDATE conversations SET updated_at = ? WHERE id = "
                          "(SELECT conversation_id FROM messages WHERE id = ?)", (time.time(), message_id))
+
+    def restart_message(self, message_id: int) -> None:
+        """A finished reply is being extended (Continue): it streams again, its text kept."""
+        with self._write("continuing a reply") as conn:
+            cur = conn.execute("UPDATE messages SET status = 'streaming' WHERE id = ?", (message_id,))
+            if cur.rowcount == 0:
+                raise self._missing("message", message_id)
+
+    @staticmethod
+    def _merge_meta(conn: sqlite3.Connection, message_id: int, meta: dict) -> None:
+        row = conn.execute("SELECT meta_json FROM messages WHERE id = ?", (message_id,)).fetchone()
+        merged = {**_loads_obj(row[0] if row else None), **dict(meta)}
+        conn.execute("UPDATE messages SET meta_json = ? WHERE id = ?", (json.dumps(merged), message_id))
+
+    def set_message_meta(self, message_id: int, meta: dict) -> None:
+        """Merge ``meta`` into the message's (its model label, whether it was cut short)."""
+        with self._write("saving a message's details") as conn:
+            if conn.execute("SELECT 1 FROM messages WHERE id = ?", (message_id,)).fetchone() is None:
+                raise self._missing("message", message_id)
+            self._merge_meta(conn, message_id, meta)
 
     def set_pinned(self, message_id: int, pinned: bool) -> None:
         with self._write("pinning a message") as conn:
@@ -630,17 +798,59 @@ class ConversationStore:
             if cur.rowcount == 0:
                 raise self._missing("message", message_id)
 
+    def _delete_subtree(self, conn: sqlite3.Connection, message_id: int) -> int:
+        """Delete a message and everything after it on every branch; a sibling left behind
+        becomes the version shown (the newest)."""
+        row = conn.execute("SELECT conversation_id, parent_id, shown FROM messages WHERE id = ?",
+                           (message_id,)).fetchone()
+        if row is None:
+            return 0
+        # (DELETE first: the module reports rowcount only for a statement that starts with it)
+        cur = conn.execute(f"DELETE FROM messages WHERE id IN ({_SUBTREE} SELECT id FROM sub)", (message_id,))
+        if row[2]:
+            conn.execute("UPDATE messages SET shown = 1 WHERE id = (SELECT max(id) FROM messages "
+                         "WHERE conversation_id = ? AND parent_id IS ?)", row[:2])
+        conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), row[0]))
+        return cur.rowcount
+
+    def delete_message(self, message_id: int) -> int:
+        """Delete one version of a message with what follows it; returns how many went."""
+        with self._write("deleting messages") as conn:
+            return self._delete_subtree(conn, message_id)
+
     def delete_messages_from(self, conversation_id: int, position: int) -> int:
-        """Delete the messages at ``position`` and after (regenerate, edit-and-resend).
+        """Delete the shown branch's message at ``position`` with everything after it.
 
         Returns how many were deleted.
         """
         with self._write("deleting messages") as conn:
-            cur = conn.execute("DELETE FROM messages WHERE conversation_id = ? AND position >= ?",
-                               (conversation_id, int(position)))
-            if cur.rowcount:
-                conn.execute("UPDATE conversations SET updated_at = ? WHERE id = ?", (time.time(), conversation_id))
-            return cur.rowcount
+            row = conn.execute(f"{_BRANCH} SELECT m.id FROM messages m JOIN branch b ON m.id = b.id "
+                               "WHERE m.position = ?2", (conversation_id, int(position))).fetchone()
+            return self._delete_subtree(conn, row[0]) if row else 0
+
+    def import_conversation(self, title: str, settings: dict, messages: list[dict]) -> Conversation:
+        """A new conversation holding ``messages`` (checked dicts: key, parent, role, content,
+        status, pinned, shown, created_at, meta), written in one transaction: an import is
+        whole or absent.  ``parent`` names an earlier message's ``key`` (None: a first one)."""
+        now = time.time()
+        with self._write("importing a conversation") as conn:
+            cur = conn.execute(
+                "INSERT INTO conversations (title, created_at, updated_at, settings_json) VALUES (?, ?, ?, ?)",
+                (str(title), now, now, json.dumps(dict(settings or {}))))
+            cid = cur.lastrowid
+            ids: dict[Any, tuple[int, int]] = {}  # key -> (id, position)
+            for m in messages:
+                self._check_role(m["role"])
+                parent = ids[m["parent"]] if m.get("parent") is not None else None
+                r = conn.execute(
+                    "INSERT INTO messages (conversation_id, parent_id, position, role, content, status, pinned, shown, "
+                    "created_at, meta_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (cid, parent[0] if parent else None, parent[1] + 1 if parent else 0, m["role"], m["content"],
+                     m["status"], int(bool(m["pinned"])), int(bool(m.get("shown", True))),
+                     float(m.get("created_at") or now), json.dumps(dict(m.get("meta") or {}))))
+                ids[m["key"]] = (r.lastrowid, parent[1] + 1 if parent else 0)
+            row = conn.execute(f"SELECT {_CONV_COLS} FROM conversations WHERE id = ?", (cid,)).fetchone()
+        return _conv(row)
 
     # ------------------------------------------------------------------ export
 
@@ -651,6 +861,7 @@ class ConversationStore:
         return conv
 
     def export_markdown(self, conversation_id: int) -> str:
+        """The shown branch as Markdown (Import reads this back)."""
         with self._lock:  # one consistent snapshot even with other threads writing
             conv = self._conversation_or_raise(conversation_id)
             msgs = self.messages(conversation_id)
@@ -665,10 +876,20 @@ class ConversationStore:
             lines += [f"## {' · '.join(tags)}", "", m.content if m.content else "*(empty)*", ""]
         return "\n".join(lines)
 
-    def export_json(self, conversation_id: int) -> str:
+    def export_json(self, conversation_id: int, all_versions: bool = False) -> str:
+        """The shown branch as ``messages``; with ``all_versions``, every version of every
+        message too, as ``versions`` (each with its ``id`` and its ``parent``'s, and whether it
+        is the one ``shown``)."""
         with self._lock:
             conv = self._conversation_or_raise(conversation_id)
             msgs = self.messages(conversation_id)
+            every = self.all_messages(conversation_id) if all_versions else []
+            shown = self.shown_ids(conversation_id) if all_versions else set()
+
+        def row(m: Message) -> dict:
+            return {"position": m.position, "role": m.role, "content": m.content, "status": m.status,
+                    "pinned": m.pinned, "created_at": _iso(m.created_at), "meta": m.meta}
+
         doc = {
             "format": "pinwheel-conversation",
             "version": 1,
@@ -676,10 +897,8 @@ class ConversationStore:
             "created_at": _iso(conv.created_at),
             "updated_at": _iso(conv.updated_at),
             "settings": conv.settings,
-            "messages": [
-                {"position": m.position, "role": m.role, "content": m.content, "status": m.status,
-                 "pinned": m.pinned, "created_at": _iso(m.created_at), "meta": m.meta}
-                for m in msgs
-            ],
+            "messages": [row(m) for m in msgs],
         }
+        if all_versions:
+            doc["versions"] = [{"id": m.id, "parent": m.parent_id, "shown": m.id in shown, **row(m)} for m in every]
         return json.dumps(doc, ensure_ascii=False, indent=2)

@@ -13,6 +13,7 @@ class FakeEngine:
     def __init__(self):
         self.requests: list[tuple[int, str, str, dict]] = []
         self.histories: list[list[dict]] = []
+        self.selected: list[list[dict]] = []
         self.cancelled = 0
 
     def generate(self, kind, text="", sampling=None):
@@ -22,6 +23,10 @@ class FakeEngine:
     def load_history(self, messages):
         self.histories.append(list(messages))
         return 1000 + len(self.histories)
+
+    def select_history(self, messages):
+        self.selected.append(list(messages))
+        return 2000 + len(self.selected)
 
     def cancel(self):
         self.cancelled += 1
@@ -98,7 +103,7 @@ def test_stop_before_the_first_token_keeps_the_question_only(ctl):
     assert ctl.engine.requests[-1][1] == "regenerate" and [m.role for m in ctl.messages] == ["user", "assistant"]
 
 
-def test_regenerate_and_edit_replace_what_they_replace(ctl):
+def test_regenerate_and_edit_keep_every_version(ctl):
     ctl.send("question")
     ctl.on_token(1, "first answer")
     finish(ctl)
@@ -106,11 +111,14 @@ def test_regenerate_and_edit_replace_what_they_replace(ctl):
     ctl.on_token(2, "second answer")
     finish(ctl)
     assert stored(ctl) == [("user", "question", "done"), ("assistant", "second answer", "done")]
+    assert (ctl.messages[-1].version, ctl.messages[-1].versions) == (2, 2)
     ctl.resend_edit(0, "question, edited")
     ctl.on_token(3, "third")
     finish(ctl)
     assert stored(ctl) == [("user", "question, edited", "done"), ("assistant", "third", "done")]
-    assert ctl.engine.requests[-1][1:3] == ("edit", "question, edited")
+    assert ctl.engine.requests[-1][1:3] == ("send", "question, edited")
+    assert ctl.engine.selected[-1] == []  # the engine was taken back to the fork's start first
+    assert len(ctl.store.all_messages(ctl.current_id)) == 5  # nothing was thrown away
 
 
 def test_a_failed_reply_keeps_its_text_and_resyncs_the_engine(ctl):
@@ -160,3 +168,127 @@ def test_a_store_failure_is_shown_and_the_chat_goes_on(ctl, monkeypatch):
     assert [m.content for m in ctl.messages] == ["disk is full", ""] and ctl.generating  # shown, answered
     ctl.on_token(1, "still works")
     assert finish(ctl) == "done" and ctl.messages[-1].content == "still works"
+
+
+def test_editing_a_middle_message_forks_and_the_old_branch_is_kept(ctl):
+    for i, q in enumerate(["one", "two", "three"]):
+        ctl.send(q)
+        finish(ctl, reply=f"answer {q}")
+    ctl.resend_edit(2, "TWO")  # the second question
+    finish(ctl, reply="answer TWO")
+    assert [m.content for m in ctl.messages] == ["one", "answer one", "TWO", "answer TWO"]
+    assert ctl.engine.selected[-1] == ctl.history()[:2]
+    assert (ctl.messages[2].version, ctl.messages[2].versions) == (2, 2)
+    assert ctl.show_version(2, -1)  # back to the old branch, all of it
+    assert [m.content for m in ctl.messages] == ["one", "answer one", "two", "answer two", "three", "answer three"]
+    assert ctl.engine.selected[-1] == ctl.history()
+    assert not ctl.show_version(2, -1)  # no version before the first
+    reopened = ConversationStore(ctl.store.path)
+    try:  # the version shown is kept in the store
+        assert [m.content for m in reopened.messages(ctl.current_id)][2:] == ["two", "answer two", "three", "answer three"]
+    finally:
+        reopened.close()
+    assert ctl.show_version(2, +1)
+    assert [m.content for m in ctl.messages][2:] == ["TWO", "answer TWO"]
+
+
+def test_regenerate_twice_and_step_between_the_versions(ctl):
+    ctl.send("q")
+    finish(ctl, reply="v1")
+    for v in ("v2", "v3"):
+        ctl.regenerate()
+        finish(ctl, reply=v)
+    assert [(m.content, m.version, m.versions) for m in ctl.messages][-1] == ("v3", 3, 3)
+    assert ctl.show_version(1, -1) and ctl.messages[-1].content == "v2"
+    assert ctl.show_version(1, -1) and ctl.messages[-1].content == "v1"
+    assert not ctl.show_version(1, -1)
+    assert ctl.view.calls[-1][0] == "replace_messages_from" and ctl.view.calls[-1][1] == 1
+    ctl.open(ctl.current_id)  # what a restart shows
+    assert [(m.content, m.version, m.versions) for m in ctl.messages][-1] == ("v1", 1, 3)
+    # a regenerate stopped before its first token shows the version it was to replace again
+    ctl.regenerate()
+    ctl.stop()
+    finish(ctl, reason="cancelled", reply="")
+    assert [(m.content, m.version, m.versions) for m in ctl.messages][-1] == ("v1", 1, 3)
+    assert ctl.engine.selected[-1] == ctl.history()
+
+
+def test_continue_extends_the_same_message(ctl):
+    ctl.send("write a lot")
+    ctl.on_token(1, "It was a dark")
+    assert finish(ctl, reason="max_tokens") == "done"
+    assert ctl.messages[-1].cut_short and ctl.can_continue()
+    assert ctl.store.messages(ctl.current_id)[-1].meta["cut_short"] is True
+    assert ctl.continue_reply()
+    assert ctl.engine.requests[-1][1] == "continue" and ctl.view.calls[-1][0] == "resume_reply"
+    assert stored(ctl)[-1] == ("assistant", "It was a dark", "streaming")
+    ctl.on_token(2, " and stormy night.")
+    ctl.save_partial()
+    assert stored(ctl)[-1] == ("assistant", "It was a dark and stormy night.", "streaming")
+    assert ctl.on_reply_finished(ReplyResult(2, "eos", "It was a dark and stormy night.")) == "done"
+    assert stored(ctl) == [("user", "write a lot", "done"), ("assistant", "It was a dark and stormy night.", "done")]
+    assert not ctl.messages[-1].cut_short and not ctl.can_continue()
+    # an engine error after a few new tokens keeps the old text and the new
+    ctl.messages[-1].meta["cut_short"] = True
+    ctl.continue_reply()
+    ctl.on_token(3, " More")
+    ctl.on_reply_finished(ReplyResult(3, "error", " More", error="boom"))
+    assert stored(ctl)[-1] == ("assistant", "It was a dark and stormy night. More", "interrupted")
+
+
+def test_each_reply_records_the_model_that_wrote_it(ctl):
+    model = {"model": {"name": "SmolLM2-360M", "sampling": {"temperature": 0.2}}}
+    ctl.reply_meta = lambda: model
+    ctl.send("hi")
+    finish(ctl, reply="hello")
+    assert ctl.messages[-1].meta["model"]["name"] == "SmolLM2-360M"
+    assert ctl.store.messages(ctl.current_id)[-1].meta["model"] == model["model"]
+    assert ctl.store.messages(ctl.current_id)[0].meta == {}  # the user's message has no model
+
+
+def test_import_of_an_export_gives_the_same_messages(ctl, tmp_path):
+    ctl.send("first")
+    finish(ctl, reply="reply one")
+    ctl.set_pinned(0, True)
+    ctl.regenerate()
+    finish(ctl, reply="reply two")
+    for fmt, text in (("json", ctl.store.export_json(ctl.current_id, all_versions=True)),
+                      ("md", ctl.store.export_markdown(ctl.current_id))):
+        path = tmp_path / f"chat.{fmt}"
+        path.write_text(text, encoding="utf-8")
+        new_id = ctl.import_file(path)
+        assert new_id is not None and new_id != ctl.current_id, ctl.view.errors
+        got = [(m.role, m.content, m.status, m.pinned) for m in ctl.store.messages(new_id)]
+        assert got == [(m.role, m.content, m.status, m.pinned) for m in ctl.store.messages(ctl.current_id)]
+        assert ctl.store.get_conversation(new_id).title == "first"
+    # the JSON export carried the other version too
+    assert len(ctl.store.all_messages(new_id - 1)) == 3
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "not a text file"),
+    (b"{not json", "not valid JSON"),
+    (b'{"format": "something-else"}', "not a Pinwheel conversation export"),
+    (b'{"format": "pinwheel-conversation", "version": 9, "messages": []}', "newer Pinwheel"),
+    (b'{"format": "pinwheel-conversation", "messages": [{"role": "wizard", "content": "x"}]}', "role"),
+    (b'{"format": "pinwheel-conversation", "messages": [{"role": "user", "content": 5}]}', "no text"),
+    (b'{"format": "pinwheel-conversation", "messages": []}', "no messages"),
+    (b"# Notes\n\nsome text without headings\n", "no messages in the form"),
+])
+def test_a_bad_import_file_says_why_in_plain_words(ctl, tmp_path, content, said):
+    path = tmp_path / ("bad.md" if content.startswith(b"#") else "bad.json")
+    path.write_bytes(content)
+    before = ctl.store.list_conversations()
+    assert ctl.import_file(path) is None
+    (message, kind), = ctl.view.errors
+    assert said in message and path.name in message and "\n" not in message and kind == "import"
+    assert ctl.store.list_conversations() == before  # nothing half-imported
+
+
+def test_import_keeps_markdown_headings_inside_code_blocks_as_text(ctl, tmp_path):
+    path = tmp_path / "code.md"
+    path.write_text("# Code chat\n\n## User\n\nshow me\n\n## Assistant · stopped\n\n```md\n## User\n```\n",
+                    encoding="utf-8")
+    cid = ctl.import_file(path)
+    got = [(m.role, m.content, m.status) for m in ctl.store.messages(cid)]
+    assert got == [("user", "show me", "done"), ("assistant", "```md\n## User\n```", "stopped")]

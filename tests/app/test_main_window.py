@@ -206,9 +206,9 @@ def test_regenerate_and_edit_last_message(win, qtbot, data_dir):
         qtbot.mouseClick(win.regenButton, Qt.MouseButton.LeftButton)
     msgs = win.chat.messages()
     assert len(msgs) == n and msgs[-1].role == "assistant" and msgs[-1].status == "done"
-    # edit-and-resend: only the last user message has an Edit button
+    # edit-and-resend: every user message has an Edit button (issue 23: an edit forks there)
     edit_buttons = [w.editButton.isVisibleTo(win) for w in win.chat.widgets]
-    assert edit_buttons.count(True) == 1 and edit_buttons[n - 2]
+    assert edit_buttons == [w.message.role == "user" for w in win.chat.widgets] and edit_buttons[n - 2]
     qtbot.mouseClick(win.chat.widgets[n - 2].editButton, Qt.MouseButton.LeftButton)
     assert win.input.toPlainText() == "first question"
     win.input.setPlainText("second version")

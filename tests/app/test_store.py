@@ -79,9 +79,9 @@ def test_pragmas_and_schema_version(store: ConversationStore, db: Path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
     assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     cols = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
-    assert set(cols) == {"id", "conversation_id", "position", "role", "content", "status",
+    assert set(cols) == {"id", "conversation_id", "parent_id", "shown", "position", "role", "content", "status",
                          "pinned", "created_at", "meta_json"}
     cols = [r[1] for r in conn.execute("PRAGMA table_info(conversations)")]
     assert set(cols) == {"id", "title", "created_at", "updated_at", "settings_json"}
@@ -301,7 +301,7 @@ def test_v1_database_is_migrated_in_place(tmp_path: Path):
     old = tmp_path / "old.db"
     make_v1(old)
     with ConversationStore(old) as s:
-        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         conv = s.get_conversation(1)
         assert (conv.title, conv.created_at, conv.settings) == ("old chat", 100.0, {"window": 64})
         msgs = s.messages(1)
@@ -809,3 +809,71 @@ def test_message_operations_match_a_list_model(ops):
         got = s.messages(c.id)
         assert [[m.role, m.content, m.pinned] for m in got] == model
         assert [m.position for m in got] == list(range(len(model)))
+
+
+# --------------------------------------------------------------------------- versions (schema v3)
+
+
+def make_v2(path: Path) -> None:
+    """A database as Pinwheel wrote it before versions: schema 2, two conversations."""
+    from app.store import SCHEMAS
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    for stmt in SCHEMAS[2]:
+        conn.execute(stmt)
+    conn.execute("INSERT INTO conversations VALUES (1, 'first', 100.0, 200.0, '{}')")
+    conn.execute("INSERT INTO conversations VALUES (2, 'second', 110.0, 210.0, '{\"window\": 64}')")
+    rows = [(1, 0, "user", "q1", "done", 0), (1, 1, "assistant", "a1", "stopped", 1), (1, 2, "user", "q2", "done", 0),
+            (1, 3, "assistant", "a2", "streaming", 0), (2, 0, "user", "only", "done", 0)]
+    conn.executemany("INSERT INTO messages (conversation_id, position, role, content, status, pinned, created_at, "
+                     "meta_json) VALUES (?, ?, ?, ?, ?, ?, 150.0, '{\"k\": 1}')", rows)
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+
+
+def test_a_v2_database_becomes_a_tree_without_losing_anything(tmp_path: Path):
+    old = tmp_path / "v2.db"
+    make_v2(old)
+    with ConversationStore(old) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        msgs = s.messages(1)
+        assert [(m.role, m.content, m.status, m.pinned, m.position, m.meta) for m in msgs] == [
+            ("user", "q1", "done", False, 0, {"k": 1}), ("assistant", "a1", "stopped", True, 1, {"k": 1}),
+            ("user", "q2", "done", False, 2, {"k": 1}), ("assistant", "a2", "interrupted", False, 3, {"k": 1})]
+        assert [m.parent_id for m in msgs] == [None] + [m.id for m in msgs[:-1]]
+        assert [m.content for m in s.messages(2)] == ["only"] and s.get_conversation(2).settings == {"window": 64}
+        # the migrated file takes versions
+        v2 = s.append_message(1, "assistant", "a2, again", parent_id=msgs[2].id)
+        assert (v2.version, v2.versions, v2.position) == (2, 2, 3)
+        migrated = columns(s._conn, "messages")
+    with ConversationStore(tmp_path / "fresh.db") as fresh:
+        assert columns(fresh._conn, "messages") == migrated
+    with ConversationStore(old) as s:  # and it survives a reopen
+        assert [m.content for m in s.messages(1)][-1] == "a2, again"
+        assert [m.content for m in s.versions(v2.id)] == ["a2", "a2, again"]
+
+
+def test_versions_fork_and_the_shown_branch(store: ConversationStore):
+    c = store.create_conversation()
+    q1 = store.append_message(c.id, "user", "q1")
+    a1 = store.append_message(c.id, "assistant", "a1")
+    store.append_message(c.id, "user", "q2")
+    store.append_message(c.id, "assistant", "a2")
+    q1b = store.append_message(c.id, "user", "q1 edited", parent_id=None)  # an edit of the first message
+    store.append_message(c.id, "assistant", "b1")
+    assert [m.content for m in store.messages(c.id)] == ["q1 edited", "b1"]
+    assert [(m.version, m.versions) for m in store.messages(c.id)] == [(2, 2), (1, 1)]
+    store.show_version(q1.id)  # the old branch, whole
+    assert [m.content for m in store.messages(c.id)] == ["q1", "a1", "q2", "a2"]
+    assert len(store.all_messages(c.id)) == 6
+    assert store.delete_message(a1.id) == 3  # a reply with what follows it
+    assert [m.content for m in store.messages(c.id)] == ["q1"]
+    store.show_version(q1b.id)
+    doc = json.loads(store.export_json(c.id, all_versions=True))
+    assert [m["content"] for m in doc["messages"]] == ["q1 edited", "b1"]
+    assert sorted(m["content"] for m in doc["versions"]) == ["b1", "q1", "q1 edited"]
+    assert "versions" not in json.loads(store.export_json(c.id))
+    with pytest.raises(StoreError):
+        store.append_message(c.id, "user", "x", parent_id=10_000)
