@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -90,6 +90,7 @@ class ConversationSidebar(QWidget):
     deleteRequested = Signal(int)
     exportRequested = Signal(int, str)  # id, "markdown" | "json"
     searchChanged = Signal(str)
+    activated = Signal(int)  # Enter (or a double click) on a conversation: open it, or find on in it
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -108,6 +109,8 @@ class ConversationSidebar(QWidget):
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.currentItemChanged.connect(self._current_changed)
         self.list.itemChanged.connect(self._item_edited)
+        self.list.itemActivated.connect(self._item_activated)
+        self.list.installEventFilter(self)
         self.list.setItemDelegate(_TitleAndDate(self.list))
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # long titles elide
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
@@ -153,7 +156,49 @@ class ConversationSidebar(QWidget):
         self._search_timer.setInterval(150)
         self._search_timer.timeout.connect(lambda: self.searchChanged.emit(self.search.text()))
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search.installEventFilter(self)
         self._filling = False
+
+    def eventFilter(self, obj, e):  # noqa: N802
+        """Down or Enter in the search box go to the results; the list, focused with no row
+        current, makes its first row current without opening it (Qt's own focus-in made it
+        current, and so opened it: Tab from the search box loaded the first result)."""
+        if obj is self.search and e.type() == QEvent.Type.KeyPress and not e.modifiers() & ~(
+                Qt.KeyboardModifier.KeypadModifier):
+            if e.key() in (Qt.Key.Key_Down, Qt.Key.Key_Return, Qt.Key.Key_Enter):
+                self.focus_list()
+                return True
+        if obj is self.list and e.type() == QEvent.Type.FocusIn and self.list.currentItem() is None:
+            self._select_quietly(self._first_row())
+        return super().eventFilter(obj, e)
+
+    def focus_list(self) -> None:
+        """Keyboard focus to the list, a row current (the open one, else the first result)."""
+        if self._search_timer.isActive():  # typed a moment ago: the list shows these results first
+            self._search_timer.stop()
+            self.searchChanged.emit(self.search.text())
+        if self.list.currentItem() is None:
+            self._select_quietly(self._first_row())
+        self.list.setFocus()
+
+    def _first_row(self):
+        for k in range(self.list.count()):
+            if self.list.item(k).data(ID_ROLE) is not None:
+                return self.list.item(k)
+        return None
+
+    def _select_quietly(self, item) -> None:
+        if item is None:
+            return
+        self._filling = True
+        try:
+            self.list.setCurrentItem(item)
+        finally:
+            self._filling = False
+
+    def _item_activated(self, item) -> None:
+        if item is not None and item.data(ID_ROLE) is not None:
+            self.activated.emit(item.data(ID_ROLE))
 
     def _button(self, text, name, tip, slot) -> QToolButton:
         b = QToolButton(text=text)

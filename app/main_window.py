@@ -31,9 +31,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QPlainTextEdit,
-    QProgressBar,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QSplitter,
     QToolButton,
@@ -44,15 +42,19 @@ from PySide6.QtWidgets import (
 from engine.errors import PinwheelError
 from engine.budget import MIN_WINDOW, short_window_warning
 
+from .chat_find import ChatFinder
 from .chat_view import PLACEHOLDER, ChatView, MessageMemoryView
 from .conversation_list import ConversationSidebar
+from .feedback import flash
 from . import engine_events as E
 from .chat_controller import ChatController
 from .engine_events import ReplyResult, StatsSnapshot
 from .engine_worker import EngineConfig, EngineController
-from .memory_gauge import MemoryGauge, fmt_bytes
+from .memory_gauge import fmt_bytes
 from .settings import AppSettings, default_settings_path, load_settings, save_settings
-from .settings_panel import SettingsPanel, session_plan
+from .settings_panel import session_plan
+from .side_panel import SIDE_PANEL_WIDTH, SidePanel
+from .status_line import StatusLine
 from .theme import THEMES
 from .ui_state import UiState
 from .store import ConversationStore, StoreError, default_data_dir, default_db_path
@@ -73,7 +75,6 @@ def _close_windows_at_exit() -> None:
         except RuntimeError:  # its Qt objects are already gone
             pass
 CHAT_SHARE = 0.6  # the chat keeps at least this share of the window's width; side panels give way
-SIDE_PANEL_WIDTH = 300  # settings and memory
 CONVERSATIONS_WIDTH = 200
 FIRST_SIZE = QSize(1280, 800)  # the first window, where its screen has room for it
 # A window's frame is unknown until the window manager has framed it (X11 does so after the
@@ -349,6 +350,7 @@ class MainWindow(QMainWindow):
         self.sidebar.deleteRequested.connect(self.delete_conversation)
         self.sidebar.exportRequested.connect(self.export_conversation)
         self.sidebar.searchChanged.connect(lambda _t: self.refresh_conversations())
+        self.sidebar.activated.connect(self._on_conversation_activated)
 
         self.banner = Banner()
         self.chat = ChatView()
@@ -358,6 +360,7 @@ class MainWindow(QMainWindow):
         self.chat.continueRequested.connect(lambda _i: self.continue_reply())
         self.chat.versionRequested.connect(self.show_version)
         self.chat.linkClicked.connect(self.open_link)
+        self.finder = ChatFinder(self.chat)
         self.pinBar = PinBar()
         self.pinBar.confirmed.connect(self.set_pinned)
 
@@ -392,7 +395,7 @@ class MainWindow(QMainWindow):
         input_row.addWidget(self.input, 1)
         input_row.addLayout(buttons)
 
-        center = QWidget()
+        self._center = center = QWidget()
         c = QVBoxLayout(center)
         c.setContentsMargins(4, 4, 4, 4)
         c.addWidget(self.banner)
@@ -401,24 +404,11 @@ class MainWindow(QMainWindow):
         c.addWidget(self.editBar)
         c.addLayout(input_row)
 
-        self.gauge = MemoryGauge()
-        self.settingsPanel = SettingsPanel(self.settings)
+        self.sidePanel = SidePanel(self.settings, self.ui_state.memory_details)
+        self.sidePanel.detailsToggled.connect(self._remember_details)
+        self.gauge, self.settingsPanel = self.sidePanel.gauge, self.sidePanel.settingsPanel
         self.settingsPanel.applyRequested.connect(self.apply_settings)
-        right_inner = QWidget()
-        r = QVBoxLayout(right_inner)
-        r.setContentsMargins(4, 4, 4, 4)
-        gauge_title = QLabel("<b>Memory</b>")
-        r.addWidget(gauge_title)
-        r.addWidget(self.gauge)
-        r.addWidget(self.settingsPanel, 1)
-        right = QScrollArea()
-        right.setObjectName("sidePanel")
-        right.setWidgetResizable(True)
-        right.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        right.setWidget(right_inner)
-        right.setMinimumWidth(SIDE_PANEL_WIDTH)
-        right.setAccessibleName("Settings and memory")
-        self.sidePanel = right
+        right = self.sidePanel
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.setObjectName("mainSplitter")
@@ -432,32 +422,10 @@ class MainWindow(QMainWindow):
         split.setChildrenCollapsible(False)
         self.setCentralWidget(split)
 
-        # status bar
-        sb = self.statusBar()
-        self.loadProgress = QProgressBar()
-        self.loadProgress.setObjectName("loadProgress")
-        self.loadProgress.setAccessibleName("Model loading progress")
-        self.loadProgress.setMaximumWidth(180)
-        self.loadProgress.setTextVisible(False)
-        self.stageLabel = QLabel("Starting…")
-        self.modelLabel = QLabel("no model")
-        self.modelLabel.setObjectName("statusModel")
-        self.deviceLabel = QLabel("")
-        self.deviceLabel.setObjectName("statusDevice")
-        self.speedLabel = QLabel("— tok/s")
-        self.speedLabel.setObjectName("statusSpeed")
-        self.ttftLabel = QLabel("TTFT —")
-        self.ttftLabel.setObjectName("statusTtft")
-        self.cacheLabel = QLabel("cache —")
-        self.cacheLabel.setObjectName("statusCache")
-        self.templateLabel = QLabel("")  # shown only while a built-in turn format is in use
-        self.templateLabel.setObjectName("statusTemplate")
-        self.templateLabel.hide()
-        sb.addWidget(self.loadProgress)
-        sb.addWidget(self.stageLabel, 1)
-        for w in (self.templateLabel, self.modelLabel, self.deviceLabel, self.speedLabel, self.ttftLabel,
-                  self.cacheLabel):
-            sb.addPermanentWidget(w)
+        self.status = StatusLine(self.statusBar())
+        for name in ("loadProgress", "stageLabel", "modelLabel", "deviceLabel", "speedLabel", "ttftLabel",
+                     "cacheLabel", "templateLabel"):
+            setattr(self, name, getattr(self.status, name))
 
         self._build_menus()
 
@@ -468,8 +436,8 @@ class MainWindow(QMainWindow):
         QShortcut(QKeySequence("Ctrl+R"), self, self.regenerate)
         QShortcut(QKeySequence("Ctrl+L"), self, self.input.setFocus)
         QShortcut(QKeySequence("Ctrl+Shift+C"), self, self.copy_last_reply)
-        self.sidePanel.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # a frame, not a stop: its fields are
         self.chat.changed.connect(self._chain_tabs)
+        self.chat.changed.connect(self._find_again)
         self._chain_tabs()
         self.resize(FIRST_SIZE)  # (fitted to the screen when first shown: fit_to_screen)
         self.input.setFocus()
@@ -630,6 +598,7 @@ class MainWindow(QMainWindow):
         self._update_cache_label(info.plan.sinks, info.plan.capacity)
         self._update_actions()
         self._warn_if_short(info.plan)
+        self.status.fit()  # the model's name and device are in: which labels fit now
         self.modelReady.emit()
         if self._send_when_ready:
             self._send_when_ready = False
@@ -640,19 +609,19 @@ class MainWindow(QMainWindow):
         """A file without a working chat template chats in a built-in turn format: say which and
         why, in the status bar, with what it may mean in the tooltip."""
         name = getattr(info, "template", "")
-        self.templateLabel.setVisible(bool(name))
         if not name:
+            self.status.show_template("")
             return
         lacks = "its chat template does not work" if info.template_error else "it has no chat template"
-        self.templateLabel.setText(f"built-in {name} format")  # which one (the tooltip says why)
         short = "the file's chat template fails" if info.template_error else "the file has no chat template"
         self.stageLabel.setText(f"{self.stageLabel.text()} · {short}")  # short: the status bar is narrow
         if info.template_error:
             hint = f"The file's own template: {info.template_error}"
         else:
             hint = "A file without a chat template may be a base model: its replies may not follow a conversation."
-        self.templateLabel.setToolTip(f"This model file's turns are written in Pinwheel's built-in {name} format "
-                                      f"({info.template_why}), because {lacks}.\n{hint}")
+        self.status.show_template(  # which one (the tooltip says why)
+            f"built-in {name} format", f"This model file's turns are written in Pinwheel's built-in {name} format "
+            f"({info.template_why}), because {lacks}.\n{hint}")
 
     def _on_load_failed(self, kind: str, message: str) -> None:
         self.model_ready = False
@@ -778,6 +747,7 @@ class MainWindow(QMainWindow):
                 self.ttftLabel.setText(f"TTFT {result.ttft_s * 1000:.0f} ms")
             self.stageLabel.setText(f"{'Stopped after' if status == 'stopped' else 'Reply:'} "
                                     f"{result.generated_tokens} tokens")
+            self.status.fit()  # the speed's text changed width
         self._update_actions()
         self.replyFinished.emit(result)
 
@@ -843,6 +813,8 @@ class MainWindow(QMainWindow):
     def copy_message(self, index: int) -> None:
         QGuiApplication.clipboard().setText(self.chat.messages()[index].content)
         self.stageLabel.setText(f"Copied {self.message_name(index)}")
+        if index >= self.chat.offset:  # (a message not built yet has no button to show it)
+            flash(self.chat.widgets[index - self.chat.offset].copyButton)
 
     def copy_last_reply(self) -> None:
         msgs = self.chat.messages()
@@ -1006,8 +978,45 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ conversations
 
     def refresh_conversations(self) -> None:
-        convs = self._store(self.store.list_conversations, self.sidebar.search.text()) or []
+        query = self.sidebar.search.text()
+        convs = self._store(self.store.list_conversations, query) or []
         self.sidebar.set_conversations(convs, self.current_id)
+        if query.strip() != self.finder.query:
+            self.find_in_chat()
+
+    def find_in_chat(self) -> None:
+        """Mark the search box's text in the open conversation, the first match current."""
+        if self.finder.find(self.sidebar.search.text()):
+            self.finder.step()
+        text = self.finder.status()
+        if text:
+            self.stageLabel.setText(text)
+
+    def find_next(self, forward: bool = True) -> None:
+        """F3 / Shift+F3 (and Enter on the open conversation): the next or previous match."""
+        if not self.finder.query and self.sidebar.search.text().strip():
+            self.finder.find(self.sidebar.search.text())
+        self.finder.step(forward)
+        self.stageLabel.setText(self.finder.status() or "Nothing to find: type in the search box (Ctrl+F)")
+
+    def _find_again(self) -> None:
+        """Messages came or went: the marks follow (the current one starts over)."""
+        if self.finder.query:
+            self.finder.find(self.finder.query)
+
+    def _on_conversation_activated(self, conversation_id: int) -> None:
+        """Enter on a conversation: open it; on the open one, the next match (or the message box)."""
+        if conversation_id != self.current_id:
+            self.open_conversation(conversation_id)
+        elif self.finder.matches:
+            self.find_next()
+        else:
+            self.input.setFocus()
+
+    def focus_conversations(self) -> None:
+        """View → Go to the conversation list: the list shown and focused, arrows move in it."""
+        self.set_panel("conversations", True)
+        self.sidebar.focus_list()
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.current_id:
@@ -1024,11 +1033,13 @@ class MainWindow(QMainWindow):
             return []
         self.sidebar.select(conversation_id)  # highlighted, whoever opened it (a click, a restart)
         self._update_actions()
+        if self.sidebar.search.text().strip():  # opened from a search: show where it matches
+            self.find_in_chat()
         return history
 
     def _on_history_loaded(self, request: int) -> None:
         if request == self.controller.history_request and not self.generating:
-            self.stageLabel.setText("Conversation ready")
+            self.stageLabel.setText(self.finder.status() or "Conversation ready")  # (a search's matches stay said)
 
     def _finish_reply_now(self, status: str = "stopped") -> None:
         """Leaving a conversation mid-reply: keep what was written, marked `status` (stopped;
@@ -1121,7 +1132,7 @@ class MainWindow(QMainWindow):
         self.importAction = action(file_menu, "&Import conversation…", lambda: self.import_conversation(),
                                    "Ctrl+I", "importAction")
         file_menu.addSeparator()
-        self.quitAction = action(file_menu, "&Quit", self.close, QKeySequence.StandardKey.Quit, "quitAction")
+        self.quitAction = action(file_menu, "&Quit", self.request_quit, QKeySequence.StandardKey.Quit, "quitAction")
         if self.quitAction.shortcut().isEmpty():  # no platform binding: the usual one
             self.quitAction.setShortcut(QKeySequence("Ctrl+Q"))
 
@@ -1130,6 +1141,11 @@ class MainWindow(QMainWindow):
                                    QKeySequence.StandardKey.Find, "searchAction")
         self.conversationsAction = action(view, "&Conversations", lambda on: self.set_panel("conversations", on),
                                           "Ctrl+B", "conversationsAction")
+        self.focusListAction = action(view, "&Go to the conversation list", self.focus_conversations,
+                                      "Ctrl+Shift+B", "focusConversationsAction")
+        self.findNextAction = action(view, "Find &next in the chat", lambda: self.find_next(), "F3", "findNextAction")
+        self.findPreviousAction = action(view, "Find &previous in the chat", lambda: self.find_next(False),
+                                         "Shift+F3", "findPreviousAction")
         self.sidePanelAction = action(view, "Settings and &memory", lambda on: self.set_panel("side", on),
                                       "Ctrl+Shift+M", "sidePanelAction")
         for a in (self.conversationsAction, self.sidePanelAction):
@@ -1157,7 +1173,8 @@ class MainWindow(QMainWindow):
         """(keys, what) for Help → Keyboard shortcuts (and its test)."""
         rows = [(a.shortcut().toString(QKeySequence.SequenceFormat.NativeText), a.text().replace("&", ""))
                 for a in (self.newChatAction, self.openModelAction, self.libraryAction, self.quitAction, self.searchAction,
-                          self.conversationsAction, self.sidePanelAction, self.settingsAction, self.shortcutsAction)]
+                          self.conversationsAction, self.focusListAction, self.findNextAction, self.findPreviousAction,
+                          self.sidePanelAction, self.settingsAction, self.shortcutsAction)]
         return rows + [("Enter / Ctrl+Enter", "Send"), ("Shift+Enter", "New line"), ("Esc", "Stop the reply"),
                        ("Ctrl+R", "Regenerate the last reply"), ("Ctrl+L", "Go to the message box"),
                        ("Ctrl+Shift+C", "Copy the last reply"), ("F1", "About Pinwheel")]
@@ -1171,6 +1188,10 @@ class MainWindow(QMainWindow):
         self.set_panel("conversations", True)
         self.sidebar.search.setFocus()
         self.sidebar.search.selectAll()
+
+    def _remember_details(self, on: bool) -> None:
+        self.ui_state.memory_details = on
+        self.ui_state.save(self.ui_state_path)
 
     def focus_settings(self) -> None:
         self.set_panel("side", True)
@@ -1202,6 +1223,14 @@ class MainWindow(QMainWindow):
                               or width - conv_w - (SIDE_PANEL_WIDTH if side else 0) >= CHAT_SHARE * width)
         self.sidebar.setVisible(conv)
         self.sidePanel.setVisible(side)
+        self.status.fit(width)
+        # The panels' own widths never hold the window wide: a narrower window is let through,
+        # and they give way above. One the user asked for at this width widens the window.
+        split = self.centralWidget()
+        split.setMinimumWidth(self._center.minimumSizeHint().width())
+        need = split.minimumSizeHint().width()
+        if need > width and (self._forced["side"] or self._forced["conversations"]):
+            self.resize(need, self.height())
         for a, on in ((self.conversationsAction, conv), (self.sidePanelAction, side)):
             a.blockSignals(True)
             a.setChecked(on)
@@ -1268,6 +1297,18 @@ class MainWindow(QMainWindow):
         if e.type() == QEvent.Type.PaletteChange:
             self.gauge.update()
         super().changeEvent(e)
+
+    def request_quit(self) -> None:
+        """File → Quit (Ctrl+Q). Mid-reply, the first time ever, it says what happens to the reply
+        and waits for a second Ctrl+Q: quitting at once looked like losing it."""
+        if self.generating and not self.ui_state.quit_notice_seen:
+            self.ui_state.quit_notice_seen = True
+            self.ui_state.save(self.ui_state_path)
+            self.show_error("Quitting keeps the part of the reply written so far (marked “interrupted”). "
+                            "Press Ctrl+Q again to quit.", "notice", ("Quit now", self.close))
+            self.stageLabel.setText("Ctrl+Q again quits; the partial reply is kept")
+            return
+        self.close()
 
     def closeEvent(self, e):  # noqa: N802
         self.shutdown()

@@ -28,6 +28,8 @@ from PySide6.QtGui import (QColor, QGuiApplication, QPalette, QTextBlockFormat, 
                            QTextDocument, QTextFormat)
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
+from .code_highlight import highlight
+
 MARKDOWN_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
     | QTextDocument.MarkdownFeature.MarkdownNoHTML.value
@@ -78,6 +80,17 @@ def _theme_link() -> str:
     return app.palette().color(QPalette.ColorRole.Link).name() if app is not None else ""
 
 
+def _theme_scheme() -> str:
+    """"dark" or "light": which syntax colours read on the theme's window colour."""
+    app = QGuiApplication.instance()
+    dark = app is not None and app.palette().color(QPalette.ColorRole.Window).lightness() < 128
+    return "dark" if dark else "light"
+
+
+COPIED_TEXT = "Copied ✓"
+COPIED_MS = 1500  # how long a code block's Copy link reads "Copied ✓"
+
+
 class MarkdownView(QTextBrowser):
     linkClicked = Signal(QUrl)
     menuRequested = Signal(QPoint)  # a context menu, at this global position
@@ -99,7 +112,7 @@ class MarkdownView(QTextBrowser):
         self.document().setDocumentMargin(2)
         self.document().setUndoRedoEnabled(False)  # read-only: the fade's format edits need no history
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
-        self.anchorClicked.connect(self.linkClicked)
+        self.anchorClicked.connect(self._anchor_clicked)
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.customContextMenuRequested.connect(lambda p: self.menuRequested.emit(self.viewport().mapToGlobal(p)))
         self._markdown = ""
@@ -107,7 +120,12 @@ class MarkdownView(QTextBrowser):
         self._fade_to = 0  # characters at the start drawn faded (see fade_until)
         self._code = False
         self._rendered_link = _theme_link()
+        self._rendered_scheme = _theme_scheme()
         self._retheme_pending = False
+        self._copied_timer = QTimer(self)  # puts a "Copied ✓" link back to "Copy"
+        self._copied_timer.setSingleShot(True)
+        self._copied_timer.setInterval(COPIED_MS)
+        self._copied_timer.timeout.connect(self._rerender)
         self._fit()
 
     def set_code(self, code: bool) -> None:
@@ -149,6 +167,8 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
         self._rendered_link = _theme_link()
         self._shade_code_blocks()
+        self._rendered_scheme = _theme_scheme()
+        highlight(self.document(), self._rendered_scheme)
         self._fade_to = min(self._fade_to, self.chars())
         self._fade_range(0, self._fade_to)
         if self._code:
@@ -164,7 +184,8 @@ class MarkdownView(QTextBrowser):
             # Qt's Markdown importer writes the theme's link colour into the text: links stayed
             # dark blue on a dark background. Rebuild both once every widget has the theme.
             # (a faded start is in a colour blended from the theme: rebuilt with it)
-            if (_theme_link() != self._rendered_link or self._fade_to) and not self._retheme_pending:
+            stale = _theme_link() != self._rendered_link or _theme_scheme() != self._rendered_scheme
+            if (stale or self._fade_to) and not self._retheme_pending:
                 self._retheme_pending = True
                 QTimer.singleShot(0, self._retheme)
             self._shade_code_blocks()
@@ -198,6 +219,32 @@ class MarkdownView(QTextBrowser):
             block = block.next()
         if cursor is not None:
             cursor.endEditBlock()
+
+    # -- a code block's Copy link ----------------------------------------------------
+
+    def _anchor_clicked(self, url: QUrl) -> None:
+        if url.toString().startswith(COPY_CODE_LINK):
+            self.show_copied(url.toString())
+        self.linkClicked.emit(url)
+
+    def show_copied(self, href: str) -> bool:
+        """The link `href` reads "Copied ✓" for a moment (the message renders again after), so
+        a click on a code block's Copy shows that it did something."""
+        block = self.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                frag = it.fragment()
+                if frag.isValid() and frag.charFormat().anchorHref() == href:
+                    cursor = QTextCursor(self.document())
+                    cursor.setPosition(frag.position())
+                    cursor.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
+                    cursor.insertText(COPIED_TEXT, frag.charFormat())
+                    self._copied_timer.start()
+                    return True
+                it += 1
+            block = block.next()
+        return False
 
     # -- looks ----------------------------------------------------------------------
 
@@ -239,10 +286,13 @@ class MarkdownView(QTextBrowser):
         cursor.setPosition(min(end, self.chars()), QTextCursor.MoveMode.KeepAnchor)
         cursor.mergeCharFormat(fmt)
 
-    def _retheme(self) -> None:
-        if self._markdown:  # first: the palette change below then finds the link colour current
+    def _rerender(self) -> None:
+        if self._markdown:
             self._markdown, text = "", self._markdown
             self.set_markdown(text)
+
+    def _retheme(self) -> None:
+        self._rerender()  # first: the palette change below then finds the link colour current
         self._rendered_link = _theme_link()
         self._apply_palette()
         self._retheme_pending = False

@@ -5,6 +5,11 @@ sinks | window | free; tokens seen and evicted; model weights, process RSS and (
 device memory; and a small plot over the session of RSS and tokens/s -- flat RSS while the
 token count climbs is the point of a bounded cache.
 
+Each row leads with plain words ("Conversation memory", "Recent text the model sees: ~3,000
+words", "Forgotten so far", "Pinwheel's memory use"); hovering a row shows a tooltip that says
+what it means in the exact terms, with the exact numbers. `set_details(True)` (the side
+panel's Details toggle) draws the expert labels instead.
+
 It never asks the engine for anything: :meth:`MemoryGauge.set_snapshot` takes the
 StatsSnapshot the engine thread emitted, stores the numbers and schedules a repaint.
 Colours come from the palette, so light and dark themes both work.
@@ -14,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPalette, QPen
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
+WORDS_PER_TOKEN = 0.75  # English text: about three words for every four tokens
 HISTORY = 240  # plot samples kept (one per SAMPLE_S at most; older ones are thinned, not dropped)
 SAMPLE_S = 0.25
 
@@ -31,6 +37,13 @@ def fmt_bytes(n: float | None) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+def words(tokens: int) -> str:
+    """About how many words `tokens` tokens are, rounded as a person would say it ("~3,100")."""
+    n = tokens * WORDS_PER_TOKEN
+    step = 100 if n >= 1000 else 10 if n >= 100 else 1
+    return f"~{round(n / step) * step:,.0f}"
 
 
 @dataclass
@@ -61,6 +74,8 @@ class MemoryGauge(QWidget):
         self.values = GaugeValues()
         self.history: list[tuple[float, float, float, float]] = []  # t, rss, tok/s, tokens seen
         self.updates = 0  # how many snapshots arrived (tests watch it)
+        self.details = False  # the expert labels (KV cache, slots, sinks, RSS) instead of plain words
+        self._tips: list[tuple[float, float, str]] = []  # (top, bottom, tooltip) of each row painted
         self._t0: float | None = None
         self.setMinimumWidth(240)
         self.setFixedHeight(self._height())
@@ -73,7 +88,7 @@ class MemoryGauge(QWidget):
         v.kv_bytes, v.budget_bytes = plan.kv_bytes, plan.budget_bytes
         v.capacity, v.window, v.sink_tokens = plan.sinks + plan.window, plan.window, plan.sinks
         v.local_layers, v.local_slots = getattr(plan, "local_layers", 0), getattr(plan, "local_slots", None) or 0
-        self.update()
+        self._refit()
 
     def set_snapshot(self, snap) -> None:
         s = snap.stats
@@ -101,9 +116,19 @@ class MemoryGauge(QWidget):
         else:  # within a sample period: latest memory, fastest speed
             self.history[-1] = (self.history[-1][0], sample[1], max(v.tok_s, self.history[-1][2]), sample[3])
         self.updates += 1
-        self.setAccessibleDescription(self.summary())
-        self.setToolTip(self.summary().replace("; ", "\n"))  # one fact a line: fits a small screen
+        self.setAccessibleDescription(f"{self.plain_summary()}. In detail: {self.summary()}")
+        self._refit()
+
+    def _refit(self) -> None:
+        """A row came or went (a GPU's memory, Gemma's layers): the gauge's height follows."""
+        if self.height() != self._height():
+            self.setFixedHeight(self._height())
         self.update()
+
+    def set_details(self, on: bool) -> None:
+        """Expert labels (on) or plain words (off); the numbers are the same."""
+        self.details = on
+        self._refit()
 
     def slots(self) -> tuple[int, int, int]:
         """(sinks, window used, free): the cache's slots, summing to its capacity. The sink slots
@@ -118,6 +143,53 @@ class MemoryGauge(QWidget):
         """The labels under the slots bar."""
         sinks, used, free = self.slots()
         return [f"sinks {sinks:,}", f"window {used:,}/{self.values.window:,}", f"free {free:,}"]
+
+    def plain_legend(self) -> list[str]:
+        sinks, used, free = self.slots()
+        return [f"always kept {sinks:,}", f"recent {used:,}", f"room {free:,}"]
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(label, value, tooltip) of the rows under the two bars, as drawn now."""
+        v, d = self.values, self.details
+        gpu = bool(v.device_bytes)
+        rows = []
+        if v.local_layers:  # Gemma 3: most layers hold only their sliding window
+            rows.append(("Sliding-window layers" if d else "Most layers see only",
+                         f"{v.local_layers} × {v.local_slots:,} slots" if d else f"the last {words(v.local_slots)} words",
+                         f"{v.local_layers} of this model's layers are sliding-window layers: each keeps only the "
+                         f"last {v.local_slots:,} tokens (its own attention window), whatever the cache holds, "
+                         "so they take little memory. The other layers see the whole cache."))
+        rows += [
+            ("Tokens evicted" if d else "Forgotten so far",
+             f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen" if d else
+             (f"{words(v.evicted_tokens)} words" if v.evicted_tokens else "nothing yet"),
+             f"Tokens evicted: {v.evicted_tokens:,} of the {v.tokens_seen:,} tokens this conversation has fed "
+             "the model have left the sliding window. The model no longer sees them (they stay in the chat, "
+             "faded, and in the saved conversation); memory stays the same size."),
+            ("Model weights" if d else "The model itself", fmt_bytes(v.weight_bytes),
+             "The model's weights as Pinwheel holds them in memory (quantized as in the file, or converted "
+             "for the kernel). Loaded once; the same for every conversation."),
+            ("Process RSS" if d else "Pinwheel's memory use", fmt_bytes(v.rss_bytes),
+             "Process RSS (resident set size): the memory of this computer Pinwheel occupies now — weights, "
+             "conversation memory, the window and its runtime. It stays flat as the chat grows."),
+        ]
+        if gpu or d:
+            rows.append(("Device memory" if d else "GPU memory",
+                         fmt_bytes(v.device_bytes) if gpu else "— (CPU: part of RSS)",
+                         "Memory in use on the accelerator (GPU) that runs the model; on the CPU this is part of "
+                         "the process RSS above."))
+        rows.append(("Speed", (f"{v.tok_s:.1f} tok/s" if d else f"{words(round(v.tok_s))} words/s") if v.tok_s
+                     else "idle",
+                     f"Generation speed: {v.tok_s:.1f} tokens per second (a token is a word or part of one)."
+                     if v.tok_s else "Generation speed, while a reply is written."))
+        return rows
+
+    def plain_summary(self) -> str:
+        v = self.values
+        sinks, used, _free = self.slots()
+        return (f"Conversation memory {fmt_bytes(v.kv_bytes)}; the model sees {words(used)} words of recent text "
+                f"(room for {words(v.window)}) and always keeps {sinks:,} tokens; "
+                f"forgotten so far {words(v.evicted_tokens)} words; Pinwheel's memory use {fmt_bytes(v.rss_bytes)}")
 
     def summary(self) -> str:
         v = self.values
@@ -147,7 +219,8 @@ class MemoryGauge(QWidget):
 
     def _height(self) -> int:
         lh = self._line_h()
-        return int(lh * 9.6 + 14 + 72)
+        rows = len(self.rows()) if hasattr(self, "details") else 5
+        return int(lh * (4.6 + rows) + 14 + 58)  # (58: the plot)
 
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(280, self._height())
@@ -206,21 +279,31 @@ class MemoryGauge(QWidget):
 
         # Allocated once, at the plan's size: the bar shows what the chat fills of it (strong)
         # and what is reserved but still empty (faint), against the budget.
+        d = self.details
+        self._tips = []
         budget = max(v.budget_bytes, 1)
         filled = v.kv_bytes * min(v.cache_tokens / max(v.capacity, 1), 1.0)
-        row("KV cache", f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget")
+        top = y
+        row("KV cache" if d else "Conversation memory",
+            f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget" if d else fmt_bytes(v.kv_bytes))
         reserved = QColor(win_c)
         reserved.setAlpha(70)
         bar([(filled / budget, win_c), ((v.kv_bytes - filled) / budget, reserved)])
+        self._tips.append((top, y, f"The KV cache: the model's working memory of this conversation, "
+                                   f"{fmt_bytes(v.kv_bytes)} of a {fmt_bytes(v.budget_bytes)} budget{self._split()}. "
+                                   "It is reserved once, at its full size, and never grows during a chat; the "
+                                   "strong part of the bar is what the conversation fills now."))
 
         cap = max(v.capacity, 1)
         sinks, used_window, _free = self.slots()
-        row("Cache slots", f"{v.cache_tokens:,} / {v.capacity:,}")
+        top = y
+        row("Cache slots" if d else "Recent text the model sees",
+            f"{v.cache_tokens:,} / {v.capacity:,}" if d else f"{words(used_window)} of {words(v.window)} words")
         bar([(sinks / cap, sink_c), (used_window / cap, win_c)])
         # legend
         p.setPen(text)
         sx = x0
-        for label, color in zip(self.legend(), (sink_c, win_c, base)):
+        for label, color in zip(self.legend() if d else self.plain_legend(), (sink_c, win_c, base)):
             p.setBrush(color)
             p.setPen(QPen(mid, 1))
             p.drawRect(QRectF(sx, y + lh * 0.25, lh * 0.5, lh * 0.5))
@@ -229,15 +312,27 @@ class MemoryGauge(QWidget):
             p.drawText(QRectF(sx + lh * 0.7, y, tw + 2, lh), Qt.AlignmentFlag.AlignVCenter, label)
             sx += lh * 0.7 + tw + 10
         y += lh
-        if v.local_layers:  # Gemma 3: most layers hold only their sliding window
-            row("Sliding-window layers", f"{v.local_layers} × {v.local_slots:,} slots")
-        row("Tokens evicted", f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen")
-        row("Model weights", fmt_bytes(v.weight_bytes))
-        row("Process RSS", fmt_bytes(v.rss_bytes))
-        row("Device memory", fmt_bytes(v.device_bytes) if v.device_bytes else "— (CPU: part of RSS)")
-        row("Speed", f"{v.tok_s:.1f} tok/s" if v.tok_s else "idle")
+        self._tips.append((top, y, f"Cache slots: {v.capacity:,}, one per token. {sinks:,} hold the attention sinks "
+                                   "(always kept: your system prompt and pinned messages); the sliding window of "
+                                   f"{v.window:,} holds the most recent text ({used_window:,} in use, about "
+                                   f"{words(used_window)[1:]} words). When it is full, the oldest text is "
+                                   "forgotten, a token at a time."))
+        for label, value, tip in self.rows():
+            top = y
+            row(label, value)
+            self._tips.append((top, y, tip))
         self._plot(p, QRectF(x0, y + 4, w, self.height() - y - 8), text, base, rss_c, win_c, mid, fm)
         p.end()
+
+    def event(self, e):  # noqa: D102 - each row's tooltip explains that row
+        if e.type() == QEvent.Type.ToolTip:
+            y = e.pos().y()
+            tip = next((t for top, bottom, t in self._tips if top <= y < bottom),
+                       "Memory over this session: Pinwheel's memory use (green) stays flat while the text seen "
+                       "(dashed) climbs; the blue line is the speed.")
+            QToolTip.showText(e.globalPos(), tip, self)
+            return True
+        return super().event(e)
 
     def _plot(self, p: QPainter, rect: QRectF, text, base, rss_c, tok_c, mid, fm) -> None:
         p.setPen(QPen(mid, 1))
@@ -245,15 +340,16 @@ class MemoryGauge(QWidget):
         p.drawRect(rect)
         pts = list(self.history)
         lh = fm.height()
+        d = self.details
         p.setPen(rss_c)
         p.drawText(QRectF(rect.left() + 4, rect.top() + 1, rect.width(), lh), Qt.AlignmentFlag.AlignLeft,
-                   "RSS")
+                   "RSS" if d else "memory use")
         p.setPen(tok_c)
         p.drawText(QRectF(rect.left(), rect.top() + 1, rect.width() - 4, lh), Qt.AlignmentFlag.AlignRight,
-                   "tok/s")
+                   "tok/s" if d else "speed")
         p.setPen(mid)
         p.drawText(QRectF(rect.left(), rect.top() + 1, rect.width(), lh), Qt.AlignmentFlag.AlignHCenter,
-                   "tokens seen")
+                   "tokens seen" if d else "text seen")
         if len(pts) < 2:
             return
         t0, t1 = pts[0][0], pts[-1][0]
@@ -286,4 +382,4 @@ class MemoryGauge(QWidget):
                    Qt.AlignmentFlag.AlignLeft,
                    f"{fmt_bytes(rss[-1])}")
         p.drawText(QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh),
-                   Qt.AlignmentFlag.AlignRight, f"peak {max(tok):.0f} tok/s")
+                   Qt.AlignmentFlag.AlignRight, f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s")

@@ -7,7 +7,7 @@ It shows what the engine thread listed (engine.library, through the controller's
 from __future__ import annotations
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -68,6 +68,7 @@ class ModelLibraryDialog(QDialog):
         self.search.setPlaceholderText("Search models…")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(self._filter)
+        self.search.installEventFilter(self)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setObjectName("libraryTable")
         self.table.setAccessibleName("Models on this machine")
@@ -132,6 +133,27 @@ class ModelLibraryDialog(QDialog):
                             "llama.cpp's cache, the Hugging Face cache)." if self.rows else
                             "No GGUF models found on this machine.")
         self._filter(self.search.text())
+
+    def eventFilter(self, obj, e):  # noqa: N802
+        """Down in the filter box selects the first row shown (and moves there): from there the
+        arrows and Enter pick a model without the mouse."""
+        if obj is self.search and e.type() == QEvent.Type.KeyPress and e.key() == Qt.Key.Key_Down:
+            self.select_first_row()
+            return True
+        return super().eventFilter(obj, e)
+
+    def select_first_row(self) -> None:
+        row = next((r for r in range(self.table.rowCount()) if not self.table.isRowHidden(r)), None)
+        if row is not None:
+            self.table.selectRow(row)
+            self.table.setCurrentCell(row, 0)
+            self.table.setFocus()
+
+    def keyPressEvent(self, e):  # noqa: N802
+        if e.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and self.table.hasFocus():
+            self.load_selected()  # (the dialog's default button would be "Load" anyway; say so)
+            return
+        super().keyPressEvent(e)
 
     def _filter(self, text: str) -> None:
         q = text.strip().lower()

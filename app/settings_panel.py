@@ -32,11 +32,34 @@ from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW
                            budget_slots, plan_memory, short_window_warning)
 from engine.errors import SettingsError
 
-from .memory_gauge import fmt_bytes
+from .memory_gauge import fmt_bytes, words
 from .settings import AppSettings
 
 BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
 KV_LABELS = {"int8": "int8 + scales (smallest)", "bf16": "bf16", "f32": "f32 (exact, largest)"}
+PLAIN_KV_LABELS = {"int8": "Compact (smallest)", "bf16": "Standard", "f32": "Exact (largest)"}
+# (form label in plain words, in exact terms, what the tooltip explains)
+MEMORY_ROWS = {
+    "precision": ("Detail kept", "Precision",
+                  "How precisely the conversation memory (the KV cache) is stored. int8 + scales: 8-bit numbers "
+                  "with a scale per group, a quarter of f32's size, replies nearly the same; bf16: half of f32; "
+                  "f32: exact, the largest."),
+    "budget": ("Memory size", "Budget",
+               "The KV cache's budget: how much memory the conversation memory may take. It is reserved once "
+               "and never grows during a chat."),
+    "window": ("Recent text", "Window",
+               "The sliding window, in tokens (a token is about ¾ of a word): how much of the most recent "
+               "conversation the model sees. Older text is forgotten, except what is always kept."),
+    "sinks": ("Always kept", "Sinks",
+              "Attention sinks: tokens at the start kept in memory for good. Auto keeps exactly your system "
+              "prompt; pinned messages are added to them."),
+}
+
+
+PREVIEW_TERMS = ("<b>In exact terms</b>: the KV cache holds one <i>slot</i> per token. <i>Sinks</i> are tokens "
+                 "kept for good (your system prompt, pinned messages); the <i>window</i> holds the most recent "
+                 "tokens. <i>B/token</i>: the bytes one token takes in the cache; <i>Budget</i>: the memory the "
+                 "cache may take, and the rule that chose it.")
 
 
 def session_plan(config, kv_dtype: str, budget_bytes: int | None, window: int | None, sinks: int,
@@ -75,6 +98,8 @@ class SettingsPanel(QWidget):
         self.pinned_tokens = 0  # tokens of pinned messages: they are sinks too
         self._loading = False
         self._busy = False
+        self.details = False  # exact terms (KV cache, sinks, window) instead of plain words
+        self._expert_preview = ""  # the preview in exact terms (shown with details, else its tooltip)
 
         # -- model and device --
         self.modelEdit = _named(QLineEdit(), "modelPathEdit", "Model file")
@@ -98,8 +123,9 @@ class SettingsPanel(QWidget):
 
         # -- memory --
         self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")
-        for key, label in KV_LABELS.items():
+        for key, label in PLAIN_KV_LABELS.items():
             self.kvDtypeCombo.addItem(label, key)
+        self.kvDtypeCombo.setToolTip(MEMORY_ROWS["precision"][2])
         self.budgetPresetCombo = _named(QComboBox(), "budgetPresetCombo", "Memory budget")
         for label, key in BUDGET_PRESETS:
             self.budgetPresetCombo.addItem(label, key)
@@ -161,12 +187,16 @@ class SettingsPanel(QWidget):
         f.addRow("File", self.modelEdit)
         f.addRow("", model_buttons)
         f.addRow("Device", self.deviceCombo)
-        mem_box = QGroupBox("Memory (KV cache)")
+        self.memoryBox = mem_box = QGroupBox("Conversation memory")
         f = QFormLayout(mem_box)
-        f.addRow("Precision", self.kvDtypeCombo)
-        f.addRow("Budget", budget_row)
-        f.addRow("Window", self.windowSpin)
-        f.addRow("Sinks", self.sinkSpin)
+        self.memoryLabels: dict[str, QLabel] = {}
+        for key, field in (("precision", self.kvDtypeCombo), ("budget", budget_row), ("window", self.windowSpin),
+                           ("sinks", self.sinkSpin)):
+            label = QLabel(MEMORY_ROWS[key][0])
+            label.setObjectName(f"{key}Label")
+            label.setToolTip(MEMORY_ROWS[key][2])
+            self.memoryLabels[key] = label
+            f.addRow(label, field)
         f.addRow("System prompt", self.systemPromptEdit)
         f.addRow(self.previewLabel)
         samp_box = QGroupBox("Sampling")
@@ -222,6 +252,17 @@ class SettingsPanel(QWidget):
         self.systemPromptEdit.textChanged.connect(self._prompt_changed)
         self._wheel_scrolls_the_panel()
         self.load(settings)
+
+    def set_details(self, on: bool) -> None:
+        """The memory settings in exact terms (on) or plain words (off): labels, choices, preview."""
+        self.details = on
+        self.memoryBox.setTitle("Memory (KV cache)" if on else "Conversation memory")
+        for key, label in self.memoryLabels.items():
+            label.setText(MEMORY_ROWS[key][1 if on else 0])
+        names = KV_LABELS if on else PLAIN_KV_LABELS
+        for i in range(self.kvDtypeCombo.count()):
+            self.kvDtypeCombo.setItemText(i, names[self.kvDtypeCombo.itemData(i)])
+        self.refresh_preview()
 
     def _wheel_scrolls_the_panel(self) -> None:
         """A wheel turn over a spin or combo box scrolls the panel, not the value (Sinks went
@@ -382,6 +423,7 @@ class SettingsPanel(QWidget):
         if self._loading:
             return
         if self.config is None:
+            self._expert_preview = ""
             self.previewLabel.setText("The plan appears here once the model has loaded.")
             return
         dtype = self.kvDtypeCombo.currentData()
@@ -389,6 +431,7 @@ class SettingsPanel(QWidget):
             plan = self.preview_plan()
             slots = budget_slots(self.config, dtype, plan.budget_bytes)
         except SettingsError as exc:
+            self._expert_preview = ""
             self.previewLabel.setText(f"⚠ {exc}")
             self.applyButton.setEnabled(False)
             return
@@ -416,7 +459,7 @@ class SettingsPanel(QWidget):
             same = (plan.kv_dtype, plan.sinks, plan.window) == (
                 self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
             change = "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
-        self.previewLabel.setText(
+        self._expert_preview = (
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sink{'s' if plan.sinks != 1 else ''}{sink_note}"
             f" + {plan.window:,} window"
             f" ({'the smallest cache' if floor else 'budget holds'} {plan.slots:,})<br>"
@@ -424,6 +467,32 @@ class SettingsPanel(QWidget):
             f" · KV {fmt_bytes(plan.kv_bytes)} of {fmt_bytes(plan.budget_bytes)}<br>"
             f"Budget: {plan.budget_rule}{self._split_note(plan)}{self._floor_note(plan)}"
             f"{self._short_note(plan)}{change}")
+        if self.details:
+            self.previewLabel.setText(self._expert_preview)
+            self.previewLabel.setToolTip(PREVIEW_TERMS)
+        else:
+            self.previewLabel.setText(self._plain_preview(plan, floor))
+            self.previewLabel.setToolTip(f"{PREVIEW_TERMS}<br><br>{self._expert_preview}")
+
+    def _plain_preview(self, plan, floor: bool) -> str:
+        """The plan in a non-expert's words: what the model sees, what it always keeps, the memory."""
+        kept = []
+        if self.sinkSpin.value() < 0 and self.system_prompt():
+            kept.append("your system prompt")
+        elif plan.sinks:
+            kept.append(f"the first {words(plan.sinks - self.pinned_tokens)} words")
+        if self.pinned_tokens:
+            kept.append("your pinned messages")
+        lines = [f"<b>Recent text the model sees: {words(plan.window)} words</b>",
+                 f"Always kept: {' and '.join(kept) if kept else 'nothing'}",
+                 f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
+        if getattr(plan, "local_layers", 0):
+            lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
+        if self.applied_plan is not None:  # (on the memory's line: the panel must fit 800 px)
+            same = (plan.kv_dtype, plan.sinks, plan.window) == (
+                self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
+            lines[2] += " · <i>as now</i>" if same else " · <b>changed: Apply to use it</b>"
+        return "<br>".join(lines) + self._short_note(plan)
 
     def _short_note(self, plan) -> str:
         warning = short_window_warning(plan, self.config.context_length)
@@ -449,7 +518,8 @@ class SettingsPanel(QWidget):
                 f"({fmt_bytes(plan.kv_bytes - glob)}; window {c.sliding_window:,})")
 
     def preview_text(self) -> str:
-        return self.previewLabel.text()
+        """The preview in exact terms (slots, sinks, window, bytes), whichever words are shown."""
+        return self._expert_preview or self.previewLabel.text()
 
     # -- actions ---------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ THEMES = ("system", "light", "dark")
 
 _DARK = {
     QPalette.ColorRole.Window: "#2b2d30", QPalette.ColorRole.WindowText: "#e6e6e6",
-    QPalette.ColorRole.Base: "#1f2023", QPalette.ColorRole.AlternateBase: "#2b2d30",
+    QPalette.ColorRole.Base: "#1f2023", QPalette.ColorRole.AlternateBase: "#383c44",
     QPalette.ColorRole.ToolTipBase: "#3a3d41", QPalette.ColorRole.ToolTipText: "#f0f0f0",
     QPalette.ColorRole.PlaceholderText: "#8a8d91", QPalette.ColorRole.Text: "#e6e6e6",
     QPalette.ColorRole.Button: "#3a3d41", QPalette.ColorRole.ButtonText: "#e6e6e6",
@@ -30,6 +30,10 @@ _DARK = {
     QPalette.ColorRole.Highlight: "#3d7fd9", QPalette.ColorRole.HighlightedText: "#ffffff",
     QPalette.ColorRole.Link: "#6fa8ff", QPalette.ColorRole.LinkVisited: "#b58cff",
 }
+
+
+# AlternateBase is the user's messages' background (chat_view): a step lighter than the window
+# the replies sit on, so who said what reads at a glance (it was the window's own colour).
 
 
 def dark_palette() -> QPalette:

@@ -12,6 +12,8 @@ from pathlib import Path
 class UiState:
     show_conversations: bool = True
     show_side_panel: bool = True  # settings and memory
+    quit_notice_seen: bool = False  # Ctrl+Q mid-reply said once that the partial reply is kept
+    memory_details: bool = False  # the gauge and settings in exact terms (the "Details" toggle)
 
     @classmethod
     def load(cls, path: Path) -> "UiState":
