@@ -50,6 +50,17 @@ class ChatFinder:
         self._mark()
         return len(self.matches)
 
+    def refresh(self) -> None:
+        """Mark the same text again, the same match current (without scrolling to it): after a
+        theme switch re-renders the messages, the old marks point into text that was replaced."""
+        if not self.query:
+            return
+        current = self.current
+        self.find(self.query)
+        if 0 <= current < len(self.matches):
+            self.current = current
+            self._mark()
+
     def step(self, forward: bool = True) -> int:
         """Make the next (or previous) match current, wrapping, and scroll the chat to it;
         returns its index (-1 when there is none)."""

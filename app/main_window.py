@@ -1150,7 +1150,7 @@ class MainWindow(QMainWindow):
                                       "Ctrl+Shift+M", "sidePanelAction")
         for a in (self.conversationsAction, self.sidePanelAction):
             a.setCheckable(True)
-        self.settingsAction = action(view, "Se&ttings…", self.focus_settings, "Ctrl+,", "settingsAction")
+        self.settingsAction = action(view, "Sett&ings…", self.focus_settings, "Ctrl+,", "settingsAction")
         theme_menu = view.addMenu("&Theme")
         group = QActionGroup(self)
         self.themeActions = {}
@@ -1287,6 +1287,7 @@ class MainWindow(QMainWindow):
             apply_theme(app, name)
         self.themeActions[name].setChecked(True)
         self.stageLabel.setText(f"Theme: {name}")
+        QTimer.singleShot(0, self.finder.refresh)  # once the messages have re-rendered in the theme
 
     def show_about(self) -> None:
         QMessageBox.about(self, "About Pinwheel", about_text(self.modelLabel.text()))

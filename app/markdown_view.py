@@ -164,6 +164,7 @@ class MarkdownView(QTextBrowser):
         self._markdown = text
         bar = self.horizontalScrollBar()
         scrolled = bar.value() if same_block else 0
+        self.setExtraSelections([])  # (marks of a search: their places are gone with the old text)
         self.document().setMarkdown(hard_line_breaks(text), MARKDOWN_FEATURES)
         self._rendered_link = _theme_link()
         self._shade_code_blocks()

@@ -255,7 +255,13 @@ def test_the_search_is_marked_in_the_open_conversation_and_f3_steps_through_it(w
         win.findChild(QAction, "findPreviousAction").trigger()  # Shift+F3
         assert "Match 2 of 4" in win.stageLabel.text()
         assert win.findChild(QAction, "findNextAction").shortcut().toString() == "F3"
+        # a theme switch renders the messages again: the marks follow the new text
+        set_theme(win, "dark")
+        QApplication.processEvents()
+        marks = [s for v in views(win) for s in v.extraSelections()]
+        assert len(marks) == 4 and all(s.cursor.selectedText().lower() == "apples" for s in marks)
     finally:
+        set_theme(win, "system")
         search.clear()
         qtbot.waitUntil(lambda: len(win.sidebar.ids()) == 3, timeout=5000)
     QApplication.processEvents()
