@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -147,26 +148,70 @@ def _checked_reader(gguf):
                 self._depth -= 1
 
         def _string_array(self, orig_offs, raw_itype, alen, n):
-            """An array of strings as memoryview slices of the file (contents() reads them with
-            .tobytes(), as it does the stock reader's numpy parts): the stock walk builds two
-            numpy arrays per string, 2.6 s of every start for the default model's vocabulary."""
+            """An array of strings as (start, size) pairs into the file, decoded only when
+            contents() asks (nested ones: one memoryview slice a string, which the stock
+            contents() reads). The stock walk builds two numpy arrays per string (2.6 s of every
+            start for the default model's vocabulary); a memoryview a string still cost ~200 B
+            each, 50 MB for a 262k vocabulary, much of it stranded in the heap once freed."""
             mv = memoryview(self.data)
             pos, end = orig_offs + 12, len(self.data)
+            run = _StringRun(self.data) if self._depth == 0 else None
             parts, idxs = [raw_itype, alen], []
+            u64 = struct.Struct("<Q").unpack_from
             for _ in range(n):
                 if pos + 8 > end:
                     raise ValueError(f"file ends inside a string at byte {pos}")
-                size = int.from_bytes(mv[pos : pos + 8], "little")
+                size, = u64(mv, pos)
                 pos += 8
                 if size > end - pos:
                     raise ValueError(f"a string at byte {pos} claims {size} bytes, more than the file holds")
-                idxs.append(len(parts))
-                parts.append(mv[pos : pos + size])
+                if run is not None:
+                    run.starts.append(pos)
+                else:
+                    idxs.append(len(parts))
+                    parts.append(mv[pos : pos + size])
                 pos += size
+            if run is not None:
+                run.starts.append(pos + 8)  # where a next string's text would start: the sizes follow
+                parts.append(run)
+                idxs.append(2)
             return pos - orig_offs, parts, idxs, [V.ARRAY, V.STRING]
+
+        def _push_field(self, field, skip_sum=False):
+            if isinstance(field.parts[-1], _StringRun):
+                field = _StringArrayField(*field)
+            return super()._push_field(field, skip_sum)
+
+    class _StringArrayField(gguf.ReaderField):
+        """A field whose strings are a _StringRun: contents() as the stock field's."""
+        __slots__ = ()
+
+        def contents(self, index_or_slice=slice(None)):
+            return self.parts[-1].decode(index_or_slice)
 
     _READER_CLASS = CheckedReader
     return CheckedReader
+
+
+class _StringRun:
+    """The strings of one metadata array as offsets into the mapped file: 8 B a string until
+    decoded. String i's text starts at starts[i] and ends 8 bytes (the next one's size) before
+    starts[i + 1]."""
+
+    __slots__ = ("data", "starts")
+
+    def __init__(self, data):
+        self.data = data
+        self.starts = array("q")
+
+    def decode(self, index_or_slice=slice(None)):
+        buf = getattr(self.data, "_mmap", None) or memoryview(self.data)  # mmap slices are bytes
+        st = self.starts
+        if isinstance(index_or_slice, int):
+            i = range(len(st) - 1)[index_or_slice]
+            return str(bytes(buf[st[i] : st[i + 1] - 8]), encoding="utf-8")
+        return [str(bytes(buf[st[i] : st[i + 1] - 8]), encoding="utf-8")
+                for i in range(len(st) - 1)[index_or_slice]]
 
 
 def _short(e: BaseException, n: int = 160) -> str:
@@ -185,6 +230,16 @@ def metadata(reader) -> dict[str, Any]:
         except Exception as e:  # a field the gguf package itself cannot decode
             raise ModelFileError(f"unreadable metadata field {key!r}: {_short(e)}") from None
     return md
+
+
+# Arrays longer than this (the vocabulary's tokens, scores, types and merges: ~0.4 KB a token as
+# Python objects) are left out of Model.metadata; the tokenizer keeps its own compact copy.
+SMALL_ARRAY = 256
+
+
+def small_metadata(md: dict[str, Any]) -> dict[str, Any]:
+    """md without its big arrays: what a loaded Model keeps (every scalar, short lists)."""
+    return {k: v for k, v in md.items() if not isinstance(v, list) or len(v) <= SMALL_ARRAY}
 
 
 def _get(md: dict, key: str, kind: type, default: Any = None):
@@ -342,13 +397,16 @@ class _Tensors:
             if have != shape:
                 raise ModelFileError(f"tensor {name} has shape {have}, the metadata implies {shape}")
 
-    def release_pages(self) -> None:
+    def release_pages(self, start: int = 0, length: int = 0) -> None:
         """Drop the file's pages that reading the tensors brought into memory (they are clean
-        and re-read on demand): otherwise a mapped file counts in RSS as much as the weights."""
+        and re-read on demand): otherwise a mapped file counts in RSS as much as the weights.
+        start, length: only the pages of those bytes of the file (length 0: the whole file)."""
         mm = getattr(self.data, "_mmap", None)
         if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            if length:  # madvise wants a page-aligned start
+                start, length = start - start % mmap.PAGESIZE, length + start % mmap.PAGESIZE
             try:
-                mm.madvise(mmap.MADV_DONTNEED)
+                mm.madvise(mmap.MADV_DONTNEED, start, length or len(mm))
             except (OSError, ValueError):
                 pass
 
@@ -366,6 +424,7 @@ class _Tensors:
         if full != shape:
             raise ModelFileError(f"tensor {name} has shape {full}, the metadata implies {shape}")
         type_name = t.tensor_type.name
+        row_bytes = int(t.n_bytes) // shape[0]
         for r0 in range(0, shape[0], block):
             rows = slice(r0, min(r0 + block, shape[0]))
             raw = _stored(t, rows) if type_name in quant.NATIVE else None
@@ -376,6 +435,10 @@ class _Tensors:
             if not (np.isfinite(d).all() and (m is None or np.isfinite(m).all())):
                 raise ModelFileError(f"tensor {name} holds NaN or infinite scales")
             yield r0, q, d, m
+            # this block's file pages, now that it is held: a tensor's pages would otherwise stay
+            # until its layer is done, the embedding's all at once (+178 MB at the peak for a
+            # 262k-token vocabulary in Q8_0)
+            self.release_pages(int(t.data_offset) + r0 * row_bytes, (rows.stop - r0) * row_bytes)
 
     def get(self, name: str, shape: tuple[int, ...], optional: bool = False) -> np.ndarray | None:
         t = self.by_name.get(name)
@@ -570,7 +633,7 @@ class Model:
     params: Params
     tokenizer: Any
     chat_template: Any
-    metadata: dict = field(repr=False)
+    metadata: dict = field(repr=False)  # the file's key/values, arrays over SMALL_ARRAY items left out
     rope_factors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def freq_factors(self, n_ctx: int) -> np.ndarray | None:
@@ -641,16 +704,18 @@ def load_model(path: str | os.PathLike, xla: bool | None = None) -> Model:
     size = check_header(p)
     reader = read_gguf(p)
     md = metadata(reader)
-    # The reader keeps ~1.4 KB of numpy parts per vocabulary string (~140 MB for a 49k vocab
-    # with its merges); md has the values now, so free them before the weights arrive.
-    reader.fields.clear()
-    trim()
+    reader.fields.clear()  # md has the values now
     cfg = config_from_metadata(md)
     tok = Tokenizer.from_metadata(md)
     if tok.vocab_size != cfg.vocab_size:
         raise ModelFileError(
             f"vocabulary has {tok.vocab_size} tokens but the model expects {cfg.vocab_size}"
         )
+    # The tokenizer has what it needs of the big arrays (~0.4 KB a token as Python lists): gone
+    # before the weights arrive. No garbage collection: lists hold no cycles, and a full one
+    # costs ~60 ms a call once JAX is loaded.
+    md = small_metadata(md)
+    trim(collect=False)
     tensors = _Tensors(reader, size)
     xla = xla_path() if xla is None else xla
     check_fits(p.name, weight_bytes(cfg, tensors.type_of, xla), auto_budget(cfg)[0])  # the default cache
@@ -670,5 +735,5 @@ def load_model(path: str | os.PathLike, xla: bool | None = None) -> Model:
     )
     model = Model(p, cfg, params, tok, template, md, freq)
     del reader
-    trim()  # the f32 temporaries of dequantization: give the heap back (~100 MB)
+    trim(collect=False)  # the f32 temporaries of dequantization: give the heap back (~100 MB)
     return model

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import codecs
 import functools
+import itertools
+from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -209,6 +211,27 @@ def _get_bool(md: Mapping[str, Any], key: str, default: bool) -> bool:
     return bool(val)
 
 
+_SPECIAL, _SKIPPED = 1, 2  # Tokenizer._flags bits
+
+
+class _Table:
+    """Byte strings i = 0..n-1 held as one buffer and an offset table: ~12 B a token where a
+    list of bytes or str objects takes 45-100 B each (the per-token runtime a 262k vocabulary
+    pays twice: token texts and decoded pieces)."""
+
+    __slots__ = ("_buf", "_off")
+
+    def __init__(self, items: Sequence[bytes]) -> None:
+        self._buf = b"".join(items)
+        self._off = array("q", itertools.accumulate(map(len, items), initial=0))
+
+    def __getitem__(self, i: int) -> bytes:
+        return self._buf[self._off[i]:self._off[i + 1]]
+
+    def __len__(self) -> int:
+        return len(self._off) - 1
+
+
 # ---------------------------------------------------------------------------------------------
 
 class Tokenizer:
@@ -230,8 +253,7 @@ class Tokenizer:
     def has_special(self, text: str) -> bool:
         """Whether the vocabulary has `text` as one special token (split out of rendered text
         whole, as a chat template's markers must be)."""
-        i = self._text_to_id.get(text)
-        return i is not None and i in self._special_set
+        return text in self._special_ids
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -256,14 +278,14 @@ class Tokenizer:
         types = _get_list(md, "tokenizer.ggml.token_type", int, required=False, min_len=n)
         types = [int(t) for t in types[:n]] if types is not None else [TT_NORMAL] * n
         tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
-        self._tokens = tokens
+        self._tokens = _Table([t.encode("utf-8", "surrogatepass") for t in tokens])
         self.vocab_size = n
 
-        # text -> id, first occurrence wins (duplicates are never produced by encode)
+        # text -> id, first occurrence wins (duplicates are never produced by encode); only
+        # while building: kept, it would be the largest table of all (~120 B a token)
         text_to_id: dict[str, int] = {}
         for i, t in enumerate(tokens):
             text_to_id.setdefault(t, i)
-        self._text_to_id = text_to_id
 
         is_llama = model == "llama"
         self.bos_id = _get_id(md, "tokenizer.ggml.bos_token_id", n, 1 if is_llama else None)
@@ -272,14 +294,14 @@ class Tokenizer:
         eom = _get_id(md, "tokenizer.ggml.eom_token_id", n, None)
 
         # attributes, with llama.cpp's fix-ups: end-of-generation texts are forced to control
-        eot_ids = {i for t, i in text_to_id.items() if t in EOT_TEXTS}
+        eot_ids = {text_to_id[t] for t in EOT_TEXTS if t in text_to_id}
         for extra in (self.eos_id, eot, eom):
             if extra is not None:
                 eot_ids.add(extra)
-        for t, i in text_to_id.items():
-            if t in _FORCE_CONTROL_TEXTS:
+        for t in _FORCE_CONTROL_TEXTS:
+            i = text_to_id.get(t)
+            if i is not None:
                 types[i] = TT_CONTROL
-        self._types = types
         self.eot_ids = frozenset(eot_ids)
 
         # special tokens for the pre-split, longest text first
@@ -295,9 +317,13 @@ class Tokenizer:
                 rstrip.add(text_to_id["</s>"])
         self._special_all = [(tokens[i], i, i in rstrip) for i in specials]
         self._special_user = [s for s in self._special_all if types[s[1]] == TT_USER_DEFINED]
-        self._special_set = frozenset(specials)
-        self._skip_on_skip_special = frozenset(
-            i for i, ty in enumerate(types) if ty in (TT_CONTROL, TT_UNKNOWN))
+        self._special_ids = {tokens[i]: i for i in specials}
+        # one byte a token, where sets of ids took ~60 B each (a padded vocabulary can have
+        # 100k+ control tokens): bit 1 special, bit 2 also skipped by skip_special
+        flags = bytearray(n)
+        for i in specials:
+            flags[i] = _SPECIAL | (_SKIPPED if types[i] in (TT_CONTROL, TT_UNKNOWN) else 0)
+        self._flags = bytes(flags)
 
         self.bos_text = tokens[self.bos_id] if self.bos_id is not None else ""
         self.eos_text = tokens[self.eos_id] if self.eos_id is not None else ""
@@ -322,18 +348,17 @@ class Tokenizer:
             self._add_space_prefix = False
             merges = _get_list(md, "tokenizer.ggml.merges", str, required=True)
             assert merges is not None
-            self._build_bpe(tokens, types, merges, PRE_TOKENIZER_REGEXES[family], ignore_merges)
+            self._build_bpe(tokens, types, text_to_id, merges, PRE_TOKENIZER_REGEXES[family], ignore_merges)
         if self.add_bos and self.bos_id is None:
             self.add_bos = False
         return self
 
-    def _build_bpe(self, tokens: list[str], types: list[int], merges: list[str],
+    def _build_bpe(self, tokens: list[str], types: list[int], vocab: dict[str, int], merges: list[str],
                    regexes: list[str], ignore_merges: bool) -> None:
         from tokenizers import Regex
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import models, pre_tokenizers
 
-        vocab = self._text_to_id
         pairs: list[tuple[str, str]] = []
         bad = 0
         for m in merges:
@@ -350,7 +375,7 @@ class Tokenizer:
             raise _fail(f"tokenizer.ggml.merges does not match the tokens ({bad} of {len(merges)}"
                         f" merges name unknown tokens)")
         try:
-            bpe = models.BPE(vocab=dict(vocab), merges=pairs, ignore_merges=ignore_merges,
+            bpe = models.BPE(vocab=vocab, merges=pairs, ignore_merges=ignore_merges,
                              fuse_unk=False, byte_fallback=False)
             hf = HFTokenizer(bpe)
             hf.pre_tokenizer = pre_tokenizers.Sequence(
@@ -370,7 +395,7 @@ class Tokenizer:
                 pieces.append(bytes([int(t[3:5], 16)]))
             else:  # unused / undefined: llama.cpp renders nothing
                 pieces.append(b"")
-        self._pieces = pieces
+        self._pieces = _Table(pieces)
 
     def _build_spm(self, tokens: list[str], types: list[int], scores: list[float]) -> None:
         import sentencepiece as spm
@@ -452,7 +477,7 @@ class Tokenizer:
             raise _fail(f"cannot build the SentencePiece tokenizer from the model file: {e}") from e
         self._sp = sp
         self._hf = None
-        self._pieces = pieces
+        self._pieces = _Table(pieces)
 
     # -------------------------------------------------------------- encoding
     def _partition(self, text: str, parse_special: bool) -> list[str | int]:
@@ -536,8 +561,9 @@ class Tokenizer:
 
     def _piece(self, i: int, skip_special: bool, strip: bool) -> tuple[bytes, bool]:
         """Bytes of token i and the new 'strip the next leading space' state."""
-        if i in self._special_set:
-            if skip_special and i in self._skip_on_skip_special:
+        flags = self._flags[i]
+        if flags & _SPECIAL:
+            if skip_special and flags & _SKIPPED:
                 return b"", self._add_space_prefix
             return self._pieces[i], self._add_space_prefix
         b = self._pieces[i]
@@ -558,7 +584,7 @@ class Tokenizer:
         return b"".join(parts).decode("utf-8", errors="replace")
 
     def token_text(self, i: int) -> str:
-        return self._tokens[self._check_id(i)]
+        return self._tokens[self._check_id(i)].decode("utf-8", "surrogatepass")
 
     def token_bytes(self, i: int) -> bytes:
         """The bytes token ``i`` stands for (special tokens: their text)."""
@@ -566,7 +592,7 @@ class Tokenizer:
 
     def is_special(self, i: int) -> bool:
         """True for control, user-defined and unknown tokens."""
-        return self._check_id(i) in self._special_set
+        return bool(self._flags[self._check_id(i)] & _SPECIAL)
 
     def stream_decoder(self, *, skip_special: bool = False) -> StreamDecoder:
         return StreamDecoder(self, skip_special=skip_special)
