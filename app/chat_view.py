@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
+from .elided_label import ElidedLabel
 from .reply_label import label_text, label_tooltip
 from .markdown_view import (COPY_CODE_LINK, SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking,
                             label_code_blocks)
@@ -100,18 +101,17 @@ class MessageWidget(QFrame):
         f = self.roleLabel.font()
         f.setBold(True)
         self.roleLabel.setFont(f)
-        self.badge = QLabel()
+        self.badge = ElidedLabel()  # (these three give way in a narrow window: ends in "…")
         self.badge.setObjectName("messageBadge")
-        self.memoryLabel = QLabel()
+        self.memoryLabel = ElidedLabel()
         self.memoryLabel.setObjectName("messageMemory")
         small = QFont(self.memoryLabel.font())
         small.setPointSizeF(max(7.0, small.pointSizeF() * 0.9))
         self.memoryLabel.setFont(small)
         self.badge.setFont(small)
-        self.modelLabel = QLabel()  # which model wrote this reply (settings on hover)
+        self.modelLabel = ElidedLabel()  # which model wrote this reply (settings on hover)
         self.modelLabel.setObjectName("messageModel")
         self.modelLabel.setFont(small)
-        self.modelLabel.setTextFormat(Qt.TextFormat.PlainText)
         self.prevVersionButton = QToolButton(text="‹")
         self.prevVersionButton.setObjectName("previousVersionButton")
         self.prevVersionButton.clicked.connect(lambda: self.versionClicked.emit(self, -1))
@@ -371,6 +371,7 @@ class ChatView(QScrollArea):
         self._faded_above = False  # whole messages above the marker are out of view
         self._cut = False  # the message below the marker is cut: its start is out of view
         self._stream: MessageWidget | None = None
+        self._refocus = None  # the Continue button to give the focus back to when its reply ends
         self._pending: list[str] = []
         self._stick = True
         self._flush_timer = QTimer(self)
@@ -613,6 +614,8 @@ class ChatView(QScrollArea):
         if not self.widgets or self.widgets[-1].message is not message:
             return None
         w = self.widgets[-1]
+        # Continue hides while the reply grows: a keyboard user gets it back when it ends
+        self._refocus = w.continueButton if w.continueButton.hasFocus() else None
         message.status = "streaming"
         w.refresh(render=False)
         self._show_continue()
@@ -650,6 +653,9 @@ class ChatView(QScrollArea):
         # keeps its streamed chunks rather than paying a full re-render in one go
         w.refresh(render=len(w.message.content) <= SINGLE_VIEW_CHARS)
         self._show_continue()
+        button, self._refocus = self._refocus, None
+        if button is w.continueButton and button.isVisible():
+            button.setFocus()
         return w.message
 
     # -- memory markers ---------------------------------------------------------------

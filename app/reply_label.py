@@ -46,8 +46,8 @@ def label_tooltip(meta: dict) -> str:
     mem = model.get("memory") or {}
     if mem:
         kib = int(mem.get("kv_bytes") or 0) / 2**20
-        lines.append(f"Memory: the last {int(mem.get('window') or 0):,} tokens seen, {int(mem.get('sinks') or 0):,} "
-                     f"always kept; {mem.get('kv_dtype', '?')} cache, {kib:,.1f} MiB")
+        lines.append(f"Memory: it saw the last {int(mem.get('window') or 0):,} tokens of the chat plus "
+                     f"{int(mem.get('sinks') or 0):,} always kept ({mem.get('kv_dtype', '?')} cache, {kib:,.1f} MiB)")
     return "\n".join(lines)
 
 

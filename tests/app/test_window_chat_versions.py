@@ -185,7 +185,7 @@ def test_each_reply_is_labelled_with_the_model_that_wrote_it(win, qtbot, tiny_bp
     label = first.findChild(QLabel, "messageModel")
     assert label.isVisibleTo(win) and tiny_bpe_gguf.stem in label.text()
     tip = label.toolTip()
-    assert "temperature 0.0" in tip and "max reply tokens 8" in tip and "tokens seen" in tip
+    assert "temperature 0.0" in tip and "max reply tokens 8" in tip and "always kept" in tip
     assert not win.chat.widgets[-2].modelLabel.isVisibleTo(win)  # the user's message has none
     other = tmp_path / "other-model.gguf"
     shutil.copy(tiny_bpe_gguf, other)
@@ -242,3 +242,17 @@ def test_a_database_of_the_old_schema_opens_with_its_chats(qtbot, tiny_bpe_gguf,
         close(win)
     with ConversationStore(default_db_path(data)) as st:
         assert [m.content for m in st.messages(2)] == ["only"]
+
+
+def test_a_reply_header_with_every_marker_fits_a_narrow_window(qapp):
+    from app.chat_view import ChatMessage, ChatView
+
+    view = ChatView()
+    meta = {"model": {"name": "Qwen2.5-Coder-14B-Instruct-Q4_K_M-imatrix", "sampling": {}}, "cut_short": True}
+    view.set_messages([ChatMessage("user", "q", versions=3, version=2, store_id=1),
+                       ChatMessage("assistant", "a", "stopped", meta=meta, versions=3, version=3, store_id=2)])
+    reply = view.widgets[-1]
+    assert reply.continueButton.isVisibleTo(view) and reply.versionLabel.text() == "3/3"
+    assert reply.modelLabel.text() == "· Qwen2.5-Coder-14B-Instruct-Q4_K_M-imatrix"  # (elided only on screen)
+    # a 480-px window leaves the chat about 450 px: the header gives way rather than widen it
+    assert max(w.minimumSizeHint().width() for w in view.widgets) <= 440
