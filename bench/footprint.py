@@ -4,8 +4,9 @@ fresh process, alternating, on the same file.
     python -m bench.footprint --model FILE [--model FILE ...] [--repeat 3] [--tokens 16]
     python -m bench.footprint --model FILE --no-llamacpp --stages   # where our memory goes
 
-Each child does what `pinwheel chat --prompt` does: import, load, compile (ours: session.warmup,
-from the compile cache when warm), then answer one short prompt greedily. Reported per engine:
+Each child does what `pinwheel chat --prompt` does: import, load, compile (ours: session.warmup on
+the first run of a shape; later runs load the steps a reply uses from the compile cache), then
+answer one short prompt greedily. Reported per engine:
 peak RSS (the kernel's VmHWM: the whole process, interpreter and libraries included), RSS at the
 end, and seconds from the start of loading to the first token (the file is read once before the
 first repetition, so it is in the page cache). llama.cpp gets n_ctx = our plan's capacity
@@ -44,7 +45,8 @@ t_import = time.perf_counter() - t0
 m = load_model(sys.argv[1])
 t_load = time.perf_counter() - t0 - t_import
 s = ChatSession(m, session_plan(m, "int8", None))
-s.warmup()
+if not s.decoder.compiled_before():  # as `pinwheel chat --prompt` does
+    s.warmup()
 first = None
 n = 0
 for ev in s.stream(sys.argv[2]):

@@ -127,3 +127,22 @@ def test_needle_preset_gives_the_needle_plan_on_the_default_model():
     auto = json.loads(cli("plan", "--json").stdout)
     assert auto["slots"] == 4128 and auto["window"] == 4124 and auto["budget_rule"] == "auto: 4,096 tokens"
     assert json.loads(cli("plan", "--json", "--kv-budget-mib", "auto").stdout) == auto
+
+
+def test_a_one_shot_prompt_warms_up_only_steps_never_compiled(tiny_bpe_gguf, tmp_path, monkeypatch, capsys):
+    """`chat --prompt` on steps an earlier run compiled skips the warm-up (it traced and ran every
+    step shape: ~0.5 s of a one-shot start) and answers the same; a first run still compiles all
+    up front, so the speeds it reports are not the compiler's."""
+    from engine import cli as pinwheel, compile_cache
+    from engine.decoder import Decoder
+
+    monkeypatch.setattr(compile_cache, "_dir", tmp_path)
+    calls, warmup = [], Decoder.warmup
+    monkeypatch.setattr(Decoder, "warmup", lambda self: (calls.append(1), warmup(self))[1])
+    args = ["chat", "--model", str(tiny_bpe_gguf), "--prompt", "hi", "--max-tokens", "6", "--ignore-eos",
+            "--window", "20", "--json"]
+    assert pinwheel.main(args) == 0 and calls == [1]
+    first = json.loads(capsys.readouterr().out)
+    assert pinwheel.main(args) == 0 and calls == [1]
+    again = json.loads(capsys.readouterr().out)
+    assert again["reply"] == first["reply"] and again["generated_tokens"] == first["generated_tokens"] == 6
