@@ -6,8 +6,11 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   largest value);
 - `q4_0`: two 4-bit values per byte [..., out, in/2] (GGUF's order: a block's 16 bytes hold
   values 0-15 in the low nibbles, 16-31 in the high) and a scale: w = d * (q - 8);
-- `q4_1`: the same nibbles with a scale and an offset: w = d * q + m (Q4_1 as stored; Q4_K's
-  sub-blocks of 32 are this, with d = d_super * scale and m = -dmin * min rounded to f16).
+- `q4_1`: the same nibbles with a scale and an offset: w = d * q + m (Q4_1 as stored);
+- `q4_k`: the same nibbles in llama.cpp's Q4_K super-blocks of 256, as stored: w = d * scale *
+  q - dmin * min, with f16 d and dmin per super-block and 6-bit scales and mins per 32 (their
+  12 bytes re-laid for the kernel to decode 8 rows at once, see qmatmul.cc). A Q4_K tensor
+  merged with Q4_0/Q4_1 ones is held as q4_1 (d * scale and -dmin * min rounded to f16).
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow.
 
@@ -16,7 +19,8 @@ the narrowest format its own tensors allow.
 path's own form instead, made once at load (xla_rows, empty_xla), never beside the kernel's:
 - `xla_q8`: int8 values [..., out, in] in plain row order and a scale per 32 values
   [..., out, in/32]: w = d * q (q8_0 as stored; q4_0's nibbles unpacked at load to q - 8);
-- `xla_q8m`: the same with an offset per 32: w = d * q + m (q4_1, q in 0..15).
+- `xla_q8m`: the same with an offset per 32: w = d * q + m (q4_1 and q4_k, q in 0..15; q4_k's
+  d * scale and -dmin * min computed in f32, as the kernel does).
 Their scales and offsets are the file's f16 values held as f32 (exactly): an f16 convert inside
 the product's loop costs XLA:CPU time (a 32-layer scan of 5120x960 products, 20 -> 30 ms spelled
 with engine.half) and, on a CPU without F16C, does not compile at all (engine/half.py).
@@ -38,10 +42,13 @@ from . import half, kernels
 QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
-FORMATS = ("q8_0", "q4_0", "q4_1")
+QK_K = 256  # values per super-block (q4_k)
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k")
 # The XLA path's form of each kernel format (see the module doc): int8 values in row order.
-XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m"}
-_BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP}
+XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla_q8m"}
+_BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP}
+# q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
+_K_D, _K_M = 2 * GROUP, 12 * GROUP
 
 
 @jax.tree_util.register_dataclass
@@ -53,7 +60,9 @@ class QLinear:
 
     q: uint8 [..., out/8/K, in/32, K * 256] (q8_0: each value + 128) or [..., K * 128] (4-bit);
     d: f16 [..., out/8/K, in/32, K * 8]; m: the same, q4_1 only; rows: the real output count
-    (the last group is padded with zero rows when it is not a multiple of 8).
+    (the last group is padded with zero rows when it is not a multiple of 8). q4_k: d f16
+    [..., out/8/K, in/256, K * 16] (d of the 8 rows, then dmin), m uint8 [..., in/256, K * 96]
+    (the 6-bit scales and mins, qmatmul.cc's layout).
 
     In the XLA path's forms (fmt xla_q8 / xla_q8m, see the module doc): q int8 [..., out, in],
     d (and m) f32 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
@@ -165,6 +174,27 @@ def _scales(a: jax.Array) -> jax.Array:
     return jnp.moveaxis(half.to_f32(a), -1, -2)[..., None]
 
 
+def _k_bits(m: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """q4_k's scale bytes [..., nsb, 96] -> 6-bit scales and mins, int32 [..., 8 rows, nsb, 8]."""
+    lo = m[..., :64].reshape(*m.shape[:-1], 8, GROUP).astype(jnp.uint32)  # [nsb, block, row]
+    hw = jax.lax.bitcast_convert_type(m[..., 64:].reshape(*m.shape[:-1], 8, 4), jnp.uint32)
+    shift = 2 * jnp.arange(GROUP, dtype=jnp.uint32)
+    hs = (hw[..., None] >> shift) & 3  # [nsb, block, row]
+    hm = (hw[..., None] >> (shift + 16)) & 3
+    sc, mn = (lo & 15) | (hs << 4), (lo >> 4) | (hm << 4)
+    return (jnp.moveaxis(a.astype(jnp.int32), -1, -3) for a in (sc, mn))
+
+
+def _k_scales(d: jax.Array, m: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """q4_k's d [..., nsb, 16] f16 and scale bytes [..., nsb, 96] -> each block's d * scale and
+    -dmin * min, f32 [..., 8 rows, nb, 1] (the kernel's products, rounded as it rounds them)."""
+    sc, mn = _k_bits(m)  # [..., 8 rows, nsb, 8 blocks]
+    dd = jnp.moveaxis(half.to_f32(d).reshape(*d.shape[:-1], 2, GROUP), -1, -3)  # [8 rows, nsb, 2]
+    dw = dd[..., 0:1] * sc.astype(jnp.float32)
+    coef = dd[..., 1:2] * (-mn).astype(jnp.float32)
+    return dw.reshape(*dw.shape[:-2], -1, 1), coef.reshape(*coef.shape[:-2], -1, 1)
+
+
 def is_xla_form(w: QLinear | MixedLinear) -> bool:
     if isinstance(w, MixedLinear):
         return is_xla_form(w.parts[0])  # (every part is in one path's form)
@@ -194,7 +224,12 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
         return jnp.stack([dequantize(layer_of(w, i)) for i in range(len(w.part))])
     if is_xla_form(w):
         return _joined(_dequantize_xla(w.q, w.d, w.m), w.pieces)
-    v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt) * _scales(_groups(w.d, GROUP))
+    v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt)
+    if w.fmt == "q4_k":
+        dw, coef = _k_scales(_groups(w.d, _K_D), _groups(w.m, _K_M))
+        v = v * dw + coef
+    else:
+        v = v * _scales(_groups(w.d, GROUP))
     if w.fmt == "q4_1":
         v = v + _scales(_groups(w.m, GROUP))
     *lead, G, _, nb, _ = v.shape
@@ -207,14 +242,18 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         pick = (lambda a: None if a is None else a[rows]) if w.pieces == 1 else (  # noqa: E731
             lambda a: None if a is None else a[:, rows])
         return _joined(_dequantize_xla(pick(w.q), pick(w.d), pick(w.m)), w.pieces)
-    k = w.d.shape[-1] // GROUP
+    k = w.q.shape[-1] // _BLOCK_BYTES[w.fmt]
     g, r, i = rows // GROUP, rows % GROUP, jnp.arange(rows.shape[0])
 
     def group(a):  # [C, nb, width]: each row's group, out of its chunk
         c = a[g // k]
         return c.reshape(*c.shape[:-1], k, -1)[i, :, g % k]
 
-    v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
+    if w.fmt == "q4_k":
+        dw, coef = _k_scales(group(w.d), group(w.m))
+        v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
+    else:
+        v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt == "q4_1":
         v = v + _scales(group(w.m))[i, r]
     return v.reshape(rows.shape[0], -1)
@@ -254,7 +293,8 @@ def matmul(x: jax.Array, w: QLinear | MixedLinear, layer: jax.Array | None = Non
         q, d, m = lift(w.q), lift(w.d), lift(w.m)
         g = jnp.zeros((0,), jnp.float32) if norm is None else lift(norm)
         idx = jnp.asarray(0 if layer is None else layer, jnp.int32)
-        out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * (d.shape[-1] // GROUP) * GROUP), jnp.float32)
+        out = jax.ShapeDtypeStruct((x.shape[0], q.shape[-3] * (q.shape[-1] // _BLOCK_BYTES[w.fmt]) * GROUP),
+                                   jnp.float32)
         y = jax.ffi.ffi_call(f"pinwheel_{w.fmt}", out)(x, q, d, d if m is None else m, idx, g, eps=np.float32(eps))
         return y[:, : w.rows] if w.rows and w.rows != y.shape[1] else y
     if layer is not None:
@@ -389,20 +429,37 @@ def blocks_q4_k(raw: np.ndarray):
     return packed.reshape(rows, -1), d.reshape(rows, -1), m.reshape(rows, -1)
 
 
+def blocks_q4_k_native(raw: np.ndarray):
+    """Q4_K super-blocks as stored -> q4_k rows: the nibbles in q4_x's order, d [rows, nsb, 2]
+    (d, dmin as f16) and the 6-bit scales and mins [rows, nsb, 16] (8 of each, one a byte;
+    interleave packs them back into 12 bytes a row)."""
+    from gguf.quants import Q4_K
+
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 144)
+    sc, mn = Q4_K.get_scale_min(b[:, 4:16].copy())  # [n, 8] each
+    qs = b[:, 16:].reshape(-1, 4, 32)  # chunk j: sub-block 2j in the low nibbles, 2j+1 in the high
+    vals = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, QK)
+    packed = (vals[..., :16] | (vals[..., 16:] << 4)).astype(np.uint8)
+    d = np.ascontiguousarray(b[:, 0:4]).view(np.float16).reshape(rows, -1, 2)
+    bits = np.concatenate([sc, mn], axis=-1).astype(np.uint8).reshape(rows, -1, 16)
+    return packed.reshape(rows, -1), d, bits
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
           "Q4_1": ("q4_1", lambda raw: _plain_blocks(raw, 20, True, np.uint8)),
-          "Q4_K": ("q4_1", blocks_q4_k)}
+          "Q4_K": ("q4_k", blocks_q4_k_native)}
 
 
 def group_format(type_names) -> str:
     """The one format a stacked group of tensors (every layer's q/k/v, say) is kept in: 4-bit
     when every member is 4-bit (q4_0 only if all are Q4_0), else q8_0."""
     fmts = {NATIVE.get(t, ("q8_0",))[0] for t in type_names}
-    if fmts == {"q4_0"}:
-        return "q4_0"
-    if fmts <= {"q4_0", "q4_1"}:
+    if len(fmts) == 1 and fmts != {"q8_0"}:
+        return fmts.pop()
+    if fmts <= {"q4_0", "q4_1", "q4_k"}:
         return "q4_1"
     return "q8_0"
 
@@ -413,6 +470,8 @@ def convert(type_name: str, raw: np.ndarray | None, dequantize_f32, fmt: str):
     native = NATIVE.get(type_name)
     if native is not None and native[0] == fmt:
         return native[1](raw)
+    if fmt == "q4_1" and native is not None and native[0] == "q4_k":
+        return blocks_q4_k(raw)
     if fmt == "q4_1" and native is not None and native[0] == "q4_0":  # Q4_0 is Q4_1 with m = -8 d
         q, d, _ = native[1](raw)
         with np.errstate(over="ignore"):  # inf for a hostile scale: the loader refuses it
@@ -426,6 +485,8 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     """Row-layout blocks (q [out, in] int8 or [out, in/2] packed nibbles; d, m [out, in/32]) ->
     groups of 8 interleaved rows (q [G, nb, bytes], d, m [G, nb, 8]), padding out to a multiple
     of 8 with zero rows; to_chunks then orders the groups as the kernel reads them."""
+    if fmt == "q4_k":
+        return _interleave_k(q, d, m)
     out, nb = d.shape
     pad = -out % GROUP
     if pad:
@@ -442,12 +503,33 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     return qi, si(d), si(m)
 
 
+def _interleave_k(q: np.ndarray, d: np.ndarray, bits: np.ndarray):
+    """interleave for q4_k: the nibbles as q4_x's; per group and super-block the 8 rows' d then
+    dmin (16 f16), and their scales and mins packed as qmatmul.cc reads them (96 bytes)."""
+    out, nsb, _ = d.shape
+    pad = -out % GROUP
+    if pad:
+        q, d, bits = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (q, d, bits))
+    G = (out + pad) // GROUP
+    qi = q.reshape(G, GROUP, nsb * 8, 4, 4).transpose(0, 2, 3, 1, 4).reshape(G, nsb * 8, QK // 2 * GROUP)
+    di = d.reshape(G, GROUP, nsb, 2).transpose(0, 2, 3, 1).reshape(G, nsb, _K_D)
+    b = bits.reshape(G, GROUP, nsb, 2, 8).transpose(0, 2, 3, 4, 1).astype(np.uint32)  # [G, nsb, sc|mn, block, row]
+    sc, mn = b[:, :, 0], b[:, :, 1]
+    lo = ((sc & 15) | (mn & 15) << 4).astype(np.uint8)  # [G, nsb, block, row]
+    shift = 2 * np.arange(GROUP, dtype=np.uint32)
+    hi = ((sc >> 4) << shift).sum(-1, dtype=np.uint32) | ((mn >> 4) << (shift + 16)).sum(-1, dtype=np.uint32)
+    mi = np.concatenate([lo.reshape(G, nsb, 64), hi.astype("<u4").view(np.uint8).reshape(G, nsb, 32)], axis=-1)
+    return qi, di, mi
+
+
 def nbytes(fmt: str, out: int, inp: int) -> int:
     """Bytes of one [out, in] weight in format fmt (a kernel format or an XLA form), as empty()
     or empty_xla() allocates it."""
     if fmt in ("xla_q8", "xla_q8m"):
         return out * inp + out * (inp // QK) * 4 * (2 if fmt == "xla_q8m" else 1)
     G, nb = -(-out // GROUP), inp // QK
+    if fmt == "q4_k":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K_M))
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -470,6 +552,9 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     turns them into the kernel's layout once filled)."""
     G, nb = -(-out // GROUP), inp // QK
     q = aligned_empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
+    if fmt == "q4_k":
+        nsb = inp // QK_K
+        return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K_M), np.uint8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt == "q4_1" else None)
 
@@ -480,13 +565,18 @@ def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     as they are. Exact: the XLA form dequantizes to the same numbers as the kernel's."""
     if fmt == "q8_0":
         return q.view(np.int8), d, None
+    if fmt == "q4_k":  # d * scale and -dmin * min per block of 32, in f32 as the kernel forms them
+        dd = d.astype(np.float32)
+        sc, mn = m[..., :8].astype(np.float32), m[..., 8:].astype(np.float32)
+        d = (dd[..., :1] * sc).reshape(len(d), -1)
+        m = (dd[..., 1:] * -mn).reshape(len(d), -1)
     out, nb = d.shape
     b = q.reshape(out, nb, QK // 2)
     v = np.concatenate([b & 0x0F, b >> 4], axis=-1).reshape(out, nb * QK).view(np.int8)
     if fmt == "q4_0":
         v -= 8  # 0..15 -> -8..7, in place (v is a fresh array)
         return v, d, None
-    return v, d, m
+    return v, d, m  # (q4_1, q4_k)
 
 
 def empty_xla(form: str, lead: tuple[int, ...], out: int, inp: int):

@@ -52,7 +52,7 @@ namespace {
 
 constexpr int QK = 32;
 
-enum class Fmt { Q8_0, Q4_0, Q4_1 };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -217,10 +217,71 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // core drew 12-16 GB/s from DRAM through four streams and 14-19 GB/s through one.
 // Every weight value is then unsigned (0..255 or 0..15) and the offset (128, 8, or m) is
 // applied through the x block's sum: sum(w x) = d_w d_x sum(u q_x) + offset * d_x sum(q_x).
+//
+// q4_k is llama.cpp's Q4_K as stored, 4.5 bits a value: super-blocks of 256 values (8 blocks of
+// 32), w = d * scale[j] * q - dmin * min[j] with f16 d and dmin per super-block and 6-bit scale
+// and min per block. Its nibbles are q4_x's (re-ordered at load: Q4_K packs blocks 2j and 2j + 1
+// into one 32-byte run); per group and super-block it keeps:
+//   d: 16 f16, [d of the 8 rows, dmin of the 8 rows];
+//   m: 96 bytes of 6-bit scales and mins, laid out for decoding 8 rows at once: bytes 8j + row
+//      hold the low 4 bits of block j's scale (low nibble) and min (high nibble), and the 32-bit
+//      word at byte 64 + 4j their high 2 bits, the scale's at bits 2 row, the min's at 16 + 2 row.
+// That is the file's 144 bytes a row and super-block, byte for byte in number: the 12 bytes of
+// packed scales are decoded in the tile (a few vector instructions per block and group, against
+// 8 dot products), since holding them as bytes (16 a row) would make the weights 1.03x the file.
 constexpr int GROUP = 8;
+constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
 template <Fmt F>
 constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP; }
+// u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
+// stride; m holds q4_k's scale bytes, two a u16)
+template <Fmt F>
+constexpr size_t d_per_chunk(int nb, int K) { return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 16 : (size_t)nb * K * GROUP; }
+template <Fmt F>
+constexpr size_t m_per_chunk(int nb, int K) {
+  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q4_1 ? (size_t)nb * K * GROUP : 0;
+}
+
+// q4_k: where block b's scales for group g (of G in the chunk) are: the super-block's d (and
+// dmin at + 8) and its 96 scale bytes, and the block's index in it.
+struct Q4KScales {
+  const uint16_t* d;
+  const uint8_t* m;
+  int j;
+};
+inline Q4KScales q4k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
+  return {wd + sg * 16, (const uint8_t*)wm + sg * 96, b % BLOCKS_K};
+}
+inline uint32_t q4k_high_bits(const Q4KScales& s) {
+  uint32_t h;
+  std::memcpy(&h, s.m + 64 + 4 * s.j, 4);
+  return h;
+}
+// Row `row`'s 6-bit scale and min of the block (the scalar tiles' decode).
+[[maybe_unused]] inline void q4k_scale_min(const Q4KScales& s, int row, int& sc, int& mn) {
+  const uint32_t lo = s.m[8 * s.j + row], h = q4k_high_bits(s);
+  sc = (int)((lo & 15) | ((h >> (2 * row)) & 3) << 4);
+  mn = (int)((lo >> 4) | ((h >> (16 + 2 * row)) & 3) << 4);
+}
+
+// Block b's dw and coef (see block_scales) for one row of group g, one at a time (the scalar
+// tiles'); si is the group's index into a 32-value format's scales.
+template <Fmt F>
+inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, size_t si, int row, float& dw,
+                       float& coef) {
+  if constexpr (F == Fmt::Q4_K) {
+    const Q4KScales s = q4k_at(wd, wm, b, g, G);
+    int sc, mn;
+    q4k_scale_min(s, row, sc, mn);
+    dw = half_to_float(s.d[row]) * (float)sc;
+    coef = half_to_float(s.d[8 + row]) * (float)-mn;
+  } else {
+    dw = half_to_float(wd[si + row]);
+    coef = F == Fmt::Q8_0 ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : half_to_float(wm[si + row]);
+  }
+}
 
 #if defined(__AVX2__)
 // 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed).
@@ -242,6 +303,30 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #endif
 }
 
+// Block b's scales for the 8 rows of group g (of G in the chunk): each row's value is
+// dw * u + coef for its stored unsigned u.
+template <Fmt F>
+PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, __m256& dw, __m256& coef) {
+  if constexpr (F == Fmt::Q4_K) {  // d * scale and -dmin * min, the 6-bit fields decoded 8 rows at once
+    const Q4KScales s = q4k_at(wd, wm, b, g, G);
+    const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s.m + 8 * s.j)));
+    const __m256i h = _mm256_set1_epi32((int)q4k_high_bits(s));
+    const __m256i shift = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), three = _mm256_set1_epi32(3);
+    const __m256i sc = _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(15)),
+                                       _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(h, shift), three), 4));
+    const __m256i hm = _mm256_srlv_epi32(h, _mm256_add_epi32(shift, _mm256_set1_epi32(16)));
+    const __m256i mn = _mm256_or_si256(_mm256_srli_epi32(lo, 4), _mm256_slli_epi32(_mm256_and_si256(hm, three), 4));
+    dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d)), _mm256_cvtepi32_ps(sc));
+    coef = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + 8))),
+                         _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), mn)));
+  } else {
+    dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
+    if constexpr (F == Fmt::Q8_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
+    if constexpr (F == Fmt::Q4_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-8.f));
+    if constexpr (F == Fmt::Q4_1) coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wm + ((size_t)b * G + g) * GROUP)));
+  }
+}
+
 // One chunk of G row groups (8 rows each) against R quantized x rows: R * G independent
 // accumulator chains, which is what hides the dot-product latency (a 1-row step takes a chunk
 // of 4 groups at once).
@@ -260,11 +345,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       for (int k = 0; k < 8; ++k) xv[r][k] = _mm256_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
-      __m256 coef;
-      if constexpr (F == Fmt::Q8_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
-      if constexpr (F == Fmt::Q4_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-8.f));
-      if constexpr (F == Fmt::Q4_1) coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wm + ((size_t)b * G + g) * GROUP)));
+      __m256 dw, coef;
+      block_scales<F>(wd, wm, b, g, G, dw, coef);
       __m256i w[8];
       if constexpr (F == Fmt::Q8_0) {
         for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
@@ -324,10 +406,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
       const size_t si = ((size_t)b * G + g) * GROUP;
       alignas(16) float dws[GROUP], cfs[GROUP];
-      for (int row = 0; row < GROUP; ++row) {
-        dws[row] = half_to_float(wd[si + row]);
-        cfs[row] = F == Fmt::Q8_0 ? -128.f * dws[row] : F == Fmt::Q4_0 ? -8.f * dws[row] : half_to_float(wm[si + row]);
-      }
+      for (int row = 0; row < GROUP; ++row) row_scales<F>(wd, wm, b, g, G, si, row, dws[row], cfs[row]);
       for (int h = 0; h < 2; ++h) {
         __m128i w[8];
         if constexpr (F == Fmt::Q8_0) {
@@ -510,6 +589,38 @@ inline void load_scales(const uint16_t* p, float32x4_t* v) {
   v[1] = vcvt_high_f32_f16(h);
 }
 
+// Block b's scales for the 8 rows of group g (rows 0-3 | 4-7): each row's value is dw * u + coef
+// for its stored unsigned u (the x86 tile's block_scales, lane for lane).
+template <Fmt F>
+PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, float32x4_t* dw,
+                            float32x4_t* coef) {
+  if constexpr (F == Fmt::Q4_K) {  // d * scale and -dmin * min, the 6-bit fields decoded 4 rows at once
+    const Q4KScales s = q4k_at(wd, wm, b, g, G);
+    float32x4_t d[2], dmin[2];
+    load_scales(s.d, d);
+    load_scales(s.d + 8, dmin);
+    const uint16x8_t lo = vmovl_u8(vld1_u8(s.m + 8 * s.j));
+    const uint32x4_t h = vdupq_n_u32(q4k_high_bits(s)), three = vdupq_n_u32(3);
+    for (int half = 0; half < 2; ++half) {
+      const uint32x4_t l = half ? vmovl_high_u16(lo) : vmovl_u16(vget_low_u16(lo));
+      const int32_t r0 = 8 * half;  // right shifts (negative left ones) of rows 4 half ..
+      const int32x4_t shift = {-r0, -r0 - 2, -r0 - 4, -r0 - 6};
+      const uint32x4_t sc = vorrq_u32(vandq_u32(l, vdupq_n_u32(15)), vshlq_n_u32(vandq_u32(vshlq_u32(h, shift), three), 4));
+      const uint32x4_t hm = vshlq_u32(h, vaddq_s32(shift, vdupq_n_s32(-16)));
+      const uint32x4_t mn = vorrq_u32(vshrq_n_u32(l, 4), vshlq_n_u32(vandq_u32(hm, three), 4));
+      dw[half] = vmulq_f32(d[half], vcvtq_f32_u32(sc));
+      coef[half] = vmulq_f32(dmin[half], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(mn))));
+    }
+  } else {
+    load_scales(wd + ((size_t)b * G + g) * GROUP, dw);
+    if constexpr (F == Fmt::Q4_1) {
+      load_scales(wm + ((size_t)b * G + g) * GROUP, coef);
+    } else {
+      for (int h = 0; h < 2; ++h) coef[h] = vmulq_n_f32(dw[h], F == Fmt::Q8_0 ? -128.f : -8.f);
+    }
+  }
+}
+
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
@@ -523,8 +634,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       int32x4_t s[R][2];
       for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
       block_sums<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
-      float32x4_t dw[2];
-      load_scales(wd + ((size_t)b * G + g) * GROUP, dw);
+      float32x4_t dw[2], coef[2];
+      block_scales<F>(wd, wm, b, g, G, dw, coef);
       for (int r = 0; r < R; ++r) {
         if constexpr (F == Fmt::Q8_0 && kQ8Signed) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
           const int32x4_t off = vdupq_n_s32(128 * x[r].n[b]);
@@ -539,13 +650,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
     float32x4_t tail[R][2];
     for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
     for (int b = 0; b < nb; ++b) {
-      float32x4_t coef[2];
-      if constexpr (F == Fmt::Q4_1) {
-        load_scales(wm + ((size_t)b * G + g) * GROUP, coef);
-      } else {
-        load_scales(wd + ((size_t)b * G + g) * GROUP, coef);
-        for (int h = 0; h < 2; ++h) coef[h] = vmulq_n_f32(coef[h], F == Fmt::Q8_0 ? -128.f : -8.f);
-      }
+      float32x4_t dw[2], coef[2];
+      block_scales<F>(wd, wm, b, g, G, dw, coef);
       for (int r = 0; r < R; ++r)
         for (int h = 0; h < 2; ++h) tail[r][h] = vfmaq_n_f32(tail[r][h], coef[h], x[r].s[b]);
     }
@@ -563,8 +669,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         float acc = 0.f, tail = 0.f;
         for (int b = 0; b < nb; ++b) {
           const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
-          const size_t si = ((size_t)b * G + g) * GROUP + row;
-          const float dw = half_to_float(wd[si]);
+          float dw, coef;
+          row_scales<F>(wd, wm, b, g, G, ((size_t)b * G + g) * GROUP, row, dw, coef);
           const int8_t* xb = x[r].q + b * QK;
           int sum = 0;
           for (int k = 0; k < 8; ++k)
@@ -574,7 +680,6 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
               else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
               sum += u * xb[4 * k + j];
             }
-          const float coef = F == Fmt::Q8_0 ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : half_to_float(wm[si]);
           acc += (float)sum * (dw * x[r].d[b]);
           tail += coef * x[r].s[b];
         }
@@ -810,12 +915,12 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
     quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
     rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]};
   }
-  const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_s = (size_t)nb * K * GROUP;
+  const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_d = d_per_chunk<F>(nb, K), chunk_m = m_per_chunk<F>(nb, K);
   // One task a chunk (32 output rows at K = 4): the unit of a 1-row tile, and fine enough to balance.
   parallel_for(pool_threads, (int)n_chunks, [&](int chunk) {
     const uint8_t* wg = q_base + chunk * chunk_q;
-    const uint16_t* dg = d_base + chunk * chunk_s;
-    const uint16_t* mg = F == Fmt::Q4_1 ? m_base + chunk * chunk_s : m_base;
+    const uint16_t* dg = d_base + chunk * chunk_d;
+    const uint16_t* mg = m_base + chunk * chunk_m;
     float* oc = out + (int64_t)chunk * K * GROUP;
     // KK is the chunk width K as a constant.
     auto rows = [&](auto kk) {
@@ -850,10 +955,14 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
   if (l < 0 || l >= L) return ffi::Error::InvalidArgument("qmatmul: layer index out of range");
   const bool has_norm = norm.element_count() > 0;
   if (has_norm && (int64_t)norm.element_count() != L * I) return ffi::Error::InvalidArgument("qmatmul: norm weights do not match");
-  const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_s = (size_t)nb * K * GROUP;
+  if (F == Fmt::Q4_K && nb % BLOCKS_K) return ffi::Error::InvalidArgument("qmatmul: q4_k needs whole super-blocks");
+  const size_t chunk_q = (size_t)nb * K * block_bytes<F>();
+  const size_t d_layer = n_chunks * d_per_chunk<F>(nb, K), m_layer = n_chunks * m_per_chunk<F>(nb, K);
+  if ((size_t)wd.size_bytes() != (size_t)L * d_layer * 2 || (m_layer && (size_t)wm.size_bytes() != (size_t)L * m_layer * 2))
+    return ffi::Error::InvalidArgument("qmatmul: scales do not match the weight");
   const uint8_t* q_base = (const uint8_t*)wq.untyped_data() + (size_t)l * n_chunks * chunk_q;
-  const uint16_t* d_base = (const uint16_t*)wd.untyped_data() + (size_t)l * n_chunks * chunk_s;
-  const uint16_t* m_base = (const uint16_t*)wm.untyped_data() + (F == Fmt::Q4_1 ? (size_t)l * n_chunks * chunk_s : 0);
+  const uint16_t* d_base = (const uint16_t*)wd.untyped_data() + (size_t)l * d_layer;
+  const uint16_t* m_base = (const uint16_t*)wm.untyped_data() + (size_t)l * m_layer;
   qmatmul_rows<F>((int)pool.num_threads(), x.typed_data(), C, I, q_base, d_base, m_base, n_chunks, K,
                   has_norm ? norm.typed_data() + (size_t)l * I : nullptr, eps, y->typed_data());
   return ffi::Error::Success();
@@ -1625,6 +1734,7 @@ ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ8_0, qmatmul<Fmt::Q8_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_0, qmatmul<Fmt::Q4_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_1, qmatmul<Fmt::Q4_1>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_K, qmatmul<Fmt::Q4_K>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \

@@ -41,8 +41,8 @@ def test_each_layer_keeps_its_own_format(mixed_model):
         assert isinstance(w, quant.MixedLinear), name
         assert w.part == (0, 1, 1, 0) and w.index == (0, 0, 1, 1), (name, w.part, w.index)
         fmts = [p.fmt for p in w.parts]
-        assert fmts == ([quant.XLA_FORMS["q8_0"], quant.XLA_FORMS["q4_1"]] if quant.is_xla_form(w)
-                        else ["q8_0", "q4_1"]), fmts
+        assert fmts == ([quant.XLA_FORMS["q8_0"], quant.XLA_FORMS["q4_k"]] if quant.is_xla_form(w)
+                        else ["q8_0", "q4_k"]), fmts
         assert [p.q.shape[0] for p in w.parts] == [2, 2]
     for name in ("wo", "w_gate_up"):  # Q4_K in every layer: one stack, as before
         assert isinstance(getattr(L, name), quant.QLinear), name

@@ -10,8 +10,17 @@ from engine import kernels, quant
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kernel: {kernels.status()}")
 
 
+def _inputs(fmt, inp):
+    """inp, rounded up to whole super-blocks of 256 for q4_k."""
+    return -(-inp // 256) * 256 if fmt == "q4_k" else inp
+
+
 def _random_rows(rng, fmt, out, inp):
     nb = inp // 32
+    if fmt == "q4_k":  # nibbles; d and dmin per super-block; 6-bit scales and mins per 32
+        q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
+        d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
+        return q, d, rng.integers(0, 64, (out, inp // 256, 16), dtype=np.uint8)
     if fmt == "q8_0":
         q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
     else:
@@ -23,6 +32,12 @@ def _random_rows(rng, fmt, out, inp):
 
 def _dense(fmt, q, d, m):
     """What the row-layout blocks mean, written out in numpy from GGUF's definitions."""
+    if fmt == "q4_k":  # block j of a super-block: d * scale[j] * q - dmin * min[j]
+        out = d.shape[0]
+        dd = d.astype(np.float32)
+        d = (dd[..., :1] * m[..., :8]).reshape(out, -1)
+        m = (dd[..., 1:] * -m[..., 8:].astype(np.float32)).reshape(out, -1)
+        fmt = "q4_1"
     out, nb = d.shape
     df = d.astype(np.float32)[..., None]
     if fmt == "q8_0":
@@ -43,6 +58,7 @@ def _qlinear(fmt, rows, stacked=False):
 @pytest.mark.parametrize("fmt", quant.FORMATS)
 @pytest.mark.parametrize("out, inp", [(40, 64), (13, 96), (256, 512)])
 def test_layout_round_trips_through_dequantize_and_take_rows(fmt, out, inp):
+    inp = _inputs(fmt, inp)
     rows = _random_rows(np.random.default_rng(0), fmt, out, inp)
     want = _dense(fmt, *rows)
     w = _qlinear(fmt, rows)
@@ -67,7 +83,26 @@ def test_q4_k_converts_exactly():
     np.testing.assert_allclose(got, ref, rtol=0, atol=2e-3 * np.abs(ref).max())
 
 
+def test_q4_k_is_held_as_stored():
+    """Q4_K super-blocks read natively (q4_k) decode to gguf's own dequantization exactly, through
+    the kernel's layout, and take the file's bytes: 144 a row and super-block."""
+    import gguf
+
+    from tests.fixtures.tiny_gguf import _quantize_q4_k
+
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((16, 768)).astype(np.float32) * 0.05
+    raw = _quantize_q4_k(w.reshape(-1, 256)).reshape(16, -1)
+    ref = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q4_K).reshape(16, 768)
+    rows = quant.blocks_q4_k_native(raw)
+    np.testing.assert_array_equal(_dense("q4_k", *rows), ref)
+    np.testing.assert_array_equal(np.asarray(quant.dequantize(_qlinear("q4_k", rows))), ref)
+    assert quant.nbytes("q4_k", 16, 768) == raw.nbytes
+    assert sum(a.nbytes for a in quant.pack(*rows, "q4_k")) == raw.nbytes
+
+
 def test_group_format_keeps_four_bit_only_when_every_member_is():
+    assert quant.group_format(["Q4_K", "Q4_K"]) == "q4_k"
     assert quant.group_format(["Q4_0", "Q4_0"]) == "q4_0"
     assert quant.group_format(["Q4_0", "Q4_1", "Q4_K"]) == "q4_1"
     assert quant.group_format(["Q4_K", "Q6_K"]) == "q8_0"
@@ -86,6 +121,7 @@ def test_kernel_matches_the_xla_path(fmt, out, inp):
     """Every chunk width of the layout: 40 and 1000 rows (5 and 125 groups) are chunks of one
     group, 13 and 48 rows (2 and 6) of two, 256 rows (32) of four."""
     rng = np.random.default_rng(1)
+    inp = _inputs(fmt, inp)
     rows = _random_rows(rng, fmt, out, inp)
     w = _qlinear(fmt, rows, stacked=True)
     dense = _dense(fmt, *rows)

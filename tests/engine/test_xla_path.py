@@ -17,7 +17,7 @@ import pytest
 from engine import forward, kernels, load_model, plan_memory, quant
 from engine.gguf_loader import params_nbytes, read_gguf, weight_bytes
 from tests.engine import reference
-from tests.engine.test_quant import _dense, _qlinear, _random_rows
+from tests.engine.test_quant import _dense, _inputs, _qlinear, _random_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kernel: {kernels.status()}")
@@ -25,7 +25,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _xla_linear(fmt, rows, layers=1):
     """Row-layout blocks (one per layer) in the XLA form, as the loader builds it (stacked)."""
-    out, inp = rows[0][1].shape[0], rows[0][1].shape[1] * quant.QK
+    out, inp = rows[0][0].shape[0], rows[0][0].shape[1] * (1 if fmt == "q8_0" else 2)  # (q: values or nibbles)
     form, pieces = quant.XLA_FORMS[fmt], quant.xla_pieces(inp)
     q, d, m = quant.empty_xla(form, (layers,), out, inp)
     for i, r in enumerate(rows):
@@ -55,6 +55,7 @@ def test_pieces_divide_the_blocks_and_fit_the_fused_width():
 @pytest.mark.parametrize("out, inp", SHAPES)
 def test_xla_form_decodes_to_the_blocks_exactly(fmt, out, inp):
     """Same numbers as GGUF's definitions (and so as the kernel's layout): no rounding at load."""
+    inp = _inputs(fmt, inp)
     rows = _random_rows(np.random.default_rng(0), fmt, out, inp)
     w = _unstack(_xla_linear(fmt, [rows]))
     want = _dense(fmt, *rows)
@@ -70,6 +71,7 @@ def test_xla_product_is_the_f32_product(fmt, out, inp):
     """One row (the fused matrix-vector path, in column blocks when wide) and several (the GEMM
     on a dequantized copy), with the stacked layer index and the fused norm, against float64."""
     rng = np.random.default_rng(1)
+    inp = _inputs(fmt, inp)
     layers = [_random_rows(rng, fmt, out, inp) for _ in range(2)]
     w = _xla_linear(fmt, layers, layers=2)
     g = rng.random((2, inp)).astype(np.float32) + 0.5
@@ -102,6 +104,7 @@ def test_decode_product_makes_no_f32_copy_of_the_weight(out, inp):
 def test_xla_product_agrees_with_the_kernel(fmt, out, inp):
     """At the kernel's own tolerance (it rounds x to int8 per 32 values, as llama.cpp does)."""
     rng = np.random.default_rng(3)
+    inp = _inputs(fmt, inp)
     rows = _random_rows(rng, fmt, out, inp)
     native, xla = _qlinear(fmt, rows, stacked=True), _xla_linear(fmt, [rows])
     mm = jax.jit(lambda x, w: quant.matmul(x, w, jnp.int32(0)))

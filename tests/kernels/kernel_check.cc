@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -58,7 +58,9 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 
 // --- products -------------------------------------------------------------------------------
 
-const char* fmt_name(Fmt f) { return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : "q4_1"; }
+const char* fmt_name(Fmt f) {
+  return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : "q4_k";
+}
 
 struct Weight {
   Fmt fmt;
@@ -83,6 +85,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   w.u.assign((size_t)rows * inp, 0);
   w.dw.assign((size_t)rows * nb, 0.0), w.coef.assign((size_t)rows * nb, 0.0);
   std::vector<uint16_t> dh((size_t)rows * nb, 0), mh((size_t)rows * nb, 0);
+  // q4_k: per row and super-block an f16 d and dmin ([0] and [1]), and per block 6-bit scale and min
+  const int nsb = nb / BLOCKS_K;
+  std::vector<uint16_t> kd((size_t)rows * nsb * 2, 0);
+  std::vector<int> ksc((size_t)rows * nb, 0), kmn((size_t)rows * nb, 0);
+  std::uniform_int_distribution<int> six(0, 63);
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < nb; ++b) {
       dh[(size_t)o * nb + b] = d2h(unit(rng) * 0.02);
@@ -90,6 +97,14 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
       const double d = h2d(dh[(size_t)o * nb + b]), m = h2d(mh[(size_t)o * nb + b]);
       w.dw[(size_t)o * nb + b] = d;
       w.coef[(size_t)o * nb + b] = fmt == Fmt::Q8_0 ? -128.0 * d : fmt == Fmt::Q4_0 ? -8.0 * d : m;
+      if (fmt == Fmt::Q4_K) {
+        uint16_t* sd = &kd[((size_t)o * nsb + b / BLOCKS_K) * 2];
+        if (b % BLOCKS_K == 0) sd[0] = d2h(unit(rng) * 0.002), sd[1] = d2h(unit(rng) * 0.002);
+        const int sc = ksc[(size_t)o * nb + b] = six(rng), mn = kmn[(size_t)o * nb + b] = six(rng);
+        w.dw[(size_t)o * nb + b] = h2d(sd[0]) * sc;
+        w.coef[(size_t)o * nb + b] = -h2d(sd[1]) * mn;
+      }
+      const double dk = w.dw[(size_t)o * nb + b], mk = w.coef[(size_t)o * nb + b];
       for (int j = 0; j < QK; ++j) {
         const int i = b * QK + j;
         double v;
@@ -100,7 +115,7 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         } else {
           const int n = q4(rng);
           w.u[(size_t)o * inp + i] = n;
-          v = fmt == Fmt::Q4_0 ? (n - 8) * d : n * d + m;
+          v = fmt == Fmt::Q4_0 ? (n - 8) * d : fmt == Fmt::Q4_K ? n * dk + mk : n * d + m;
         }
         w.dense[(size_t)o * inp + i] = v;
       }
@@ -134,6 +149,28 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         w.m[at * GROUP + row] = mh[(size_t)o * nb + b];
       }
     }
+  if (fmt == Fmt::Q4_K) {  // per group and super-block: d [8 rows, dmin 8 rows], 96 scale bytes
+    w.d.assign((size_t)w.G * nsb * 16, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
+    uint8_t* mb = (uint8_t*)w.m.data();
+    for (int g = 0; g < w.G; ++g)
+      for (int sb = 0; sb < nsb; ++sb) {
+        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
+        for (int row = 0; row < GROUP; ++row) {
+          const int o = g * GROUP + row;
+          w.d[at * 16 + row] = kd[((size_t)o * nsb + sb) * 2];
+          w.d[at * 16 + 8 + row] = kd[((size_t)o * nsb + sb) * 2 + 1];
+          for (int j = 0; j < BLOCKS_K; ++j) {
+            const int sc = ksc[(size_t)o * nb + sb * BLOCKS_K + j], mn = kmn[(size_t)o * nb + sb * BLOCKS_K + j];
+            mb[at * 96 + 8 * j + row] = (uint8_t)((sc & 15) | (mn & 15) << 4);
+            uint8_t* hw = &mb[at * 96 + 64 + 4 * j];
+            uint32_t h;
+            std::memcpy(&h, hw, 4);
+            h |= (uint32_t)(sc >> 4) << (2 * row) | (uint32_t)(mn >> 4) << (16 + 2 * row);
+            std::memcpy(hw, &h, 4);
+          }
+        }
+      }
+  }
   return w;
 }
 
@@ -143,16 +180,18 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q8_0: qmatmul_rows<Fmt::Q8_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_0: qmatmul_rows<Fmt::Q4_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_1: qmatmul_rows<Fmt::Q4_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q4_K: qmatmul_rows<Fmt::Q4_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
   }
 }
 
 void check_products(std::mt19937& rng) {
-  const int shapes[][2] = {{40, 64}, {13, 96}, {1000, 320}, {256, 320}, {48, 96}, {520, 256}, {528, 256}, {512, 256}, {24, 32}};
+  const int shapes[][2] = {{40, 64}, {13, 96}, {1000, 320}, {256, 320}, {48, 96}, {520, 256}, {528, 256}, {512, 256}, {24, 32}, {13, 768}, {64, 512}};
   const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1})
+  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K})
     for (const auto& sh : shapes) {
+      if (fmt == Fmt::Q4_K && sh[1] % QK_K) continue;  // (whole super-blocks only)
       const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
       const int O = w.G * GROUP, I = w.inp, nb = w.nb;
       std::vector<float> x((size_t)CMAX * I);
