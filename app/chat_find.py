@@ -118,3 +118,58 @@ class ChatFinder:
         rect = m.view.cursorRect(cursor)
         at = m.view.mapTo(self.chat.widget(), rect.center())
         self.chat.ensureVisible(at.x(), at.y(), 0, self.chat.viewport().height() // 3)
+
+
+class ChatSearch:
+    """The sidebar's search carried into the open conversation: its matches marked when a
+    result opens, stepped through with F3 / Shift+F3 / Enter, kept as messages come and go.
+    Acts on the window's sidebar, status line, message box and open conversation."""
+
+    def __init__(self, win, finder: ChatFinder):
+        self.win = win
+        self.finder = finder
+
+    def _text(self) -> str:
+        return self.win.sidebar.search.text()
+
+    def _say(self, text: str) -> None:
+        if text:
+            self.win.stageLabel.setText(text)
+
+    def find(self) -> None:
+        """Mark the search box's text in the open conversation, the first match current."""
+        if self.finder.find(self._text()):
+            self.finder.step()
+        self._say(self.finder.status())
+
+    def query_changed(self) -> None:
+        """The list was refreshed: a new search text is marked in the open conversation too."""
+        if self._text().strip() != self.finder.query:
+            self.find()
+
+    def opened(self) -> None:
+        """A conversation opened: from a search, show where it matches."""
+        if self._text().strip():
+            self.find()
+
+    def step(self, forward: bool = True) -> None:
+        """The next (or previous) match, scrolled to."""
+        if not self.finder.query and self._text().strip():
+            self.finder.find(self._text())
+        self.finder.step(forward)
+        self._say(self.finder.status() or "Nothing to find: type in the search box (Ctrl+F)")
+
+    def messages_changed(self) -> None:
+        """Messages came or went: the marks follow (the current one starts over)."""
+        if self.finder.query:
+            self.finder.find(self.finder.query)
+
+    def activated(self, conversation_id: int) -> None:
+        """Enter on a conversation: open it; on the open one, the next match (or the message box)."""
+        w = self.win
+        if conversation_id != w.current_id:
+            w.open_conversation(conversation_id)
+        elif self.finder.matches:
+            self.step()
+        else:
+            w.input.setFocus()

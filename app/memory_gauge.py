@@ -155,7 +155,8 @@ class MemoryGauge(QWidget):
         rows = []
         if v.local_layers:  # Gemma 3: most layers hold only their sliding window
             rows.append(("Sliding-window layers" if d else "Most layers see only",
-                         f"{v.local_layers} × {v.local_slots:,} slots" if d else f"the last {words(v.local_slots)} words",
+                         f"{v.local_layers} × {v.local_slots:,} slots" if d
+                         else f"the last {words(v.local_slots)} words",
                          f"{v.local_layers} of this model's layers are sliding-window layers: each keeps only the "
                          f"last {v.local_slots:,} tokens (its own attention window), whatever the cache holds, "
                          "so they take little memory. The other layers see the whole cache."))
@@ -382,4 +383,5 @@ class MemoryGauge(QWidget):
                    Qt.AlignmentFlag.AlignLeft,
                    f"{fmt_bytes(rss[-1])}")
         p.drawText(QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh),
-                   Qt.AlignmentFlag.AlignRight, f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s")
+                   Qt.AlignmentFlag.AlignRight,
+                   f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s")

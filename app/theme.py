@@ -77,3 +77,21 @@ def apply_theme(app, theme: str = "system") -> str:
     except (ImportError, OSError, ValueError) as exc:  # no stylesheet: the native look is fine
         log.info("no stylesheet applied: %s", exc)
     return scheme
+
+
+def choose_theme(win, name: str) -> None:
+    """View → Theme on `win`: applied at once and kept in its settings file."""
+    from PySide6.QtWidgets import QApplication
+
+    from .settings import save_settings
+
+    win.settings = win.settings.replace(theme=name)
+    try:
+        save_settings(win.settings, win.settings_path)
+    except OSError as exc:
+        win.show_error(f"Couldn't save the theme: {exc.strerror or exc}", "store")
+    app = QApplication.instance()
+    if app is not None:
+        apply_theme(app, name)
+    win.themeActions[name].setChecked(True)
+    win.stageLabel.setText(f"Theme: {name}")

@@ -25,6 +25,12 @@ class UiState:
             return cls()
         return cls(**{f.name: data[f.name] for f in fields(cls) if isinstance(data.get(f.name), bool)})
 
+    def remember(self, path: Path, **changes) -> None:
+        """Change some fields and save them at once."""
+        for name, value in changes.items():
+            setattr(self, name, value)
+        self.save(path)
+
     def save(self, path: Path) -> None:
         """Best effort: a layout preference is not worth an error message."""
         path = Path(path)
