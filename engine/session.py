@@ -498,6 +498,7 @@ class ChatSession:
                 continue
             if self._cancel.is_set():
                 reason = "cancelled"
+                self._pending = [tid]  # not fed yet: as at max_tokens, the next turn (or Continue) feeds it
                 break
             drafter = self.drafter if self.speculative else None
             todo.extend(next_tokens(self.decoder, drafter, sampler, tid, self._recent,

@@ -293,3 +293,18 @@ def test_stepping_back_to_the_cached_version_re_reads_nothing(tiny):
     _, d, again = rebuilt(s.stream("other"))
     assert again and [m["content"] for m in s.messages[:2]] == [m["content"] for m in v1]
     assert not s.select_history(v3)  # (what the cache held then is gone now)
+
+
+def test_a_stopped_reply_continues_on_the_same_cache(tiny):
+    s = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=10_000))
+    n = 0
+    for ev in s.stream("go on"):
+        if isinstance(ev, Token):
+            n += 1
+            if n == 5:
+                s.cancel()
+    stopped = s.messages[-1]["content"]
+    _, more, again = rebuilt(s.continue_reply(max_tokens=6))
+    assert not again and more.prompt_tokens == 1  # the stopped reply's last token, nothing re-read
+    assert more.reply.startswith(stopped) and more.reply_tokens == len(s._chunks[-1].ids)
+    assert s.stats().tokens_seen == sum(len(c.ids) for c in s._chunks) - 1  # (the last one is fed next turn)
