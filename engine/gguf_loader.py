@@ -210,6 +210,8 @@ class _StringRun:
         if isinstance(index_or_slice, int):
             i = range(len(st) - 1)[index_or_slice]
             return str(bytes(buf[st[i] : st[i + 1] - 8]), encoding="utf-8")
+        if index_or_slice == slice(None) and isinstance(buf, mmap.mmap):  # what metadata() asks
+            return [str(buf[a : b - 8], encoding="utf-8") for a, b in zip(st, st[1:])]
         return [str(bytes(buf[st[i] : st[i + 1] - 8]), encoding="utf-8")
                 for i in range(len(st) - 1)[index_or_slice]]
 
