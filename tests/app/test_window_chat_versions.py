@@ -21,6 +21,8 @@ from tests.app.engine_waits import on  # noqa: E402
 LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 60_000
 GREEDY = {"seed": 7, "ignore_eos": True, "temperature": 0.0}
+# wild sampling: the random-weight model's versions of a reply differ (greedy, it repeats itself)
+VARIED = {"ignore_eos": True, "temperature": 5.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "repetition_penalty": 1.5}
 
 
 def make_window(model_path, data_dir, qtbot):
@@ -150,6 +152,31 @@ def test_regenerate_twice_step_between_versions_and_restart(qtbot, tiny_bpe_gguf
         assert [m.content for m in again.store.versions(reply.message.store_id)] == versions
     finally:
         close(again)
+
+
+def test_the_cache_follows_the_version_shown_and_stepping_back_re_reads_nothing(win, qtbot):
+    win.sampling_overrides = dict(VARIED, max_tokens=6)
+    send(win, qtbot, "Pick a number")
+    click(win, qtbot, win.regenButton)  # the cache now holds version 2
+    rebuilt = []
+    slot = on(win.engine, CacheRebuilt, rebuilt.append)
+    try:
+        reply = win.chat.widgets[-1]
+        qtbot.mouseClick(reply.prevVersionButton, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(win.chat.widgets[-1].nextVersionButton, Qt.MouseButton.LeftButton)
+        result = send(win, qtbot, "Another")
+        assert not rebuilt and result.prompt_tokens < 40  # back to what the cache holds: only the new turn
+        session = win.engine.worker.session
+        assert [m["content"] for m in session.messages] == [c for _, c, _ in shown(win)]
+        qtbot.mouseClick(win.chat.widgets[1].prevVersionButton, Qt.MouseButton.LeftButton)  # version 1
+        assert win.chat.widgets[1].versionLabel.text() == "1/2"
+        assert len({v.content for v in win.store.versions(win.chat.messages()[1].store_id)}) == 2
+        assert not rebuilt  # nothing read yet
+        send(win, qtbot, "And now?")
+        assert rebuilt  # a version the cache does not hold: re-encoded for the next reply
+        assert [m["content"] for m in session.messages] == [c for _, c, _ in shown(win)]
+    finally:
+        win.engine.event.disconnect(slot)
 
 
 def test_editing_a_middle_message_forks_and_the_old_branch_is_kept(win, qtbot):
