@@ -483,7 +483,7 @@ class SettingsPanel(QWidget):
             kept.append(f"the first {words(plan.sinks - self.pinned_tokens)} words")
         if self.pinned_tokens:
             kept.append("your pinned messages")
-        lines = [f"<b>Recent text the model sees: {words(plan.window)} words</b>",
+        lines = [f"Recent text the model sees: <b>{words(plan.window)} words</b>",
                  f"Always kept: {' and '.join(kept) if kept else 'nothing'}",
                  f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
         if getattr(plan, "local_layers", 0):
