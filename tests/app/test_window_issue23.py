@@ -428,7 +428,9 @@ def test_the_gauge_and_the_settings_speak_plain_words_with_the_exact_terms_one_c
     assert gauge.accessibleDescription().startswith("Conversation memory")
     assert (window_label.text(), sinks_label.text()) == ("Recent text", "Always kept")
     assert kv.currentText() in ("Compact (smallest)", "Standard", "Exact (largest)")
-    text = preview.text()
+    from PySide6.QtGui import QTextDocumentFragment
+
+    text = QTextDocumentFragment.fromHtml(preview.text()).toPlainText()  # as read, markup aside
     assert "Recent text the model sees: ~" in text and " words" in text and "Always kept: " in text
     assert "slots" not in text and "sink" not in text
     # the exact terms in tooltips that explain them
