@@ -13,6 +13,11 @@ budget stays a named preset (NEEDLE_BUDGET).
 Models with sliding-window (local) layers (Gemma 3) pay for those layers only up to what they
 can see: a local layer holds min(sliding window + sinks, capacity) slots, a global layer the
 whole capacity, and the budget rule sizes the global capacity with that split counted.
+
+Hybrid models (Qwen3.5's Gated DeltaNet layers) hold no KV in their recurrent layers, only a
+fixed state (config.state_bytes): it comes off the budget first, and the window is what the
+rest buys for the attention layers alone. kv_bytes counts it (it is what the cache allocates);
+state_bytes says how much of it is state.
 Pure Python on purpose: the settings panel calls it on every keystroke.
 """
 from __future__ import annotations
@@ -44,10 +49,13 @@ class MemoryPlan:
     slots: int  # what the budget allows
     sinks: int
     window: int
-    kv_bytes: int  # what is allocated: capacity * bytes_per_position + local layers' slots
+    kv_bytes: int  # what is allocated: capacity * bytes_per_position + local layers' slots + state
     local_layers: int = 0  # sliding-window layers (Gemma 3); 0 for other families
     local_slots: int | None = None  # slots each local layer holds; None without local layers
     budget_rule: str = ""  # where budget_bytes came from, e.g. "auto: 4,096 tokens"
+    state_bytes: int = 0  # the recurrent layers' fixed state (in kv_bytes); 0 for other families
+    recurrent_layers: int = 0  # layers that keep a state instead of K/V (Qwen3.5's DeltaNet)
+    shared_kv_layers: int = 0  # layers reading another layer's cache (Gemma 4); 0 here so far
 
     @property
     def capacity(self) -> int:
@@ -81,18 +89,20 @@ def local_slots(config: ModelConfig, capacity: int, sinks: int) -> int | None:
 
 
 def cache_bytes(config: ModelConfig, kv_dtype: str, capacity: int, sinks: int) -> int:
-    """Bytes of a cache whose global layers hold `capacity` slots (local layers their reach)."""
+    """Bytes of a cache whose global layers hold `capacity` slots (local layers their reach),
+    the recurrent layers' fixed state included."""
     local = local_slots(config, capacity, sinks) or 0
-    return (config.global_layers * capacity + config.local_layers * local) * layer_bytes_per_position(config, kv_dtype)
+    kv = (config.global_layers * capacity + config.local_layers * local) * layer_bytes_per_position(config, kv_dtype)
+    return kv + config.state_bytes
 
 
 def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int, sinks: int = 4) -> int:
     """Largest multiple of 32 global slots whose cache (local layers counted) fits the budget,
     at least 160, at most the context (the whole context, when the budget holds it)."""
     per_layer = layer_bytes_per_position(config, kv_dtype)
-    room = int(budget_bytes) // per_layer  # layer-positions the budget buys
+    room = max(int(budget_bytes) - config.state_bytes, 0) // per_layer  # layer-positions the rest buys
     G, Lc, reach = config.global_layers, config.local_layers, config.sliding_window + max(int(sinks), 0)
-    slots = room // config.n_layers // KV_GROUP * KV_GROUP  # while local layers hold every slot
+    slots = room // config.attention_layers // KV_GROUP * KV_GROUP  # while local layers hold every slot
     if Lc and G:
         wide = (room - Lc * reach) // G // KV_GROUP * KV_GROUP  # once they stop at their reach
         if wide >= reach:
@@ -196,8 +206,10 @@ def plan_memory(
         slots=slots,
         sinks=sinks,
         window=largest,
-        kv_bytes=capacity * per_pos + local_bytes,
+        kv_bytes=capacity * per_pos + local_bytes + config.state_bytes,
         local_layers=config.local_layers,
         local_slots=local,
         budget_rule=budget_rule or rule,
+        state_bytes=config.state_bytes,
+        recurrent_layers=config.recurrent_layers,
     )

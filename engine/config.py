@@ -1,11 +1,14 @@
 """The model's shape and its family's traits: a frozen (hashable) dataclass, so jitted functions
 can take it as static. One layer function (engine.forward) reads the trait fields; the family
-specs (engine.families) fill them from a GGUF's metadata."""
+specs (engine.families) fill them from a GGUF's metadata.
+
+Layer kinds: GLOBAL attention over the bounded cache, LOCAL (sliding-window) attention over its
+own smaller cache, RECURRENT (Gated DeltaNet, Qwen3.5): no KV at all, a fixed-size state."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GLOBAL, LOCAL = "global", "local"
+GLOBAL, LOCAL, RECURRENT = "global", "local", "recurrent"
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,13 @@ class ModelConfig:
     layer_kinds: tuple[str, ...] = ()  # GLOBAL/LOCAL per layer; () = every layer global
     sliding_window: int = 0  # a local layer's reach: key p is seen by query t iff t - p < it
     rope_local_base: float = 10000.0  # rotary base of the local layers
+    rope_sections: tuple[int, ...] = ()  # Qwen3.5's multi-section rotary (text: one position in each)
+    attn_gate: bool = False  # Qwen3.5: attn_q rows are [q | gate] per head; sigmoid(gate) scales the output
+    # Gated DeltaNet (RECURRENT layers, Qwen3.5): conv taps, head size S, key heads, value heads
+    ssm_conv: int = 0
+    ssm_state: int = 0
+    ssm_groups: int = 0
+    ssm_heads: int = 0
 
     @property
     def kv_dim(self) -> int:
@@ -55,7 +65,28 @@ class ModelConfig:
 
     @property
     def global_layers(self) -> int:
-        return self.n_layers - self.local_layers
+        return sum(k == GLOBAL for k in self.kinds)
+
+    @property
+    def recurrent_layers(self) -> int:
+        return sum(k == RECURRENT for k in self.kinds)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers that hold K/V (the window covers these only)."""
+        return self.n_layers - self.recurrent_layers
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of a DeltaNet layer's causal conv: [q | k | v] (Hk and Hv heads of S)."""
+        return (2 * self.ssm_groups + self.ssm_heads) * self.ssm_state
+
+    @property
+    def state_bytes(self) -> int:
+        """The recurrent layers' fixed state, f32: an S x S matrix per value head plus the conv's
+        last kernel - 1 inputs. The same bytes however long the chat runs."""
+        per_layer = self.ssm_heads * self.ssm_state**2 + (self.ssm_conv - 1) * self.conv_dim
+        return 4 * self.recurrent_layers * per_layer if self.recurrent_layers else 0
 
     @property
     def rotary_dims(self) -> int:

@@ -9,6 +9,11 @@ A draft is checked in two calls: `verify(ids)` returns the logits of every row a
 nothing; `accept(m)` then stores the first m rows (the token that was already sampled plus the
 drafts the sampler accepted). The cache never holds a rejected token, so speculation cannot
 change what the model sees.
+
+Hybrid models (Qwen3.5's DeltaNet layers) keep a recurrent state beside the cache. It cannot
+hold back a rejected draft (every row of a verify would update it), so they decode without
+drafts (`can_verify` False) and run short pieces as 8-row steps; reset() zeroes the state, and
+skip() cannot skip tokens for it (the session re-encodes a hybrid's whole stream instead).
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ import numpy as np
 
 from . import compile_cache, forward, rope
 from .budget import MemoryPlan
-from .kv_cache import Ring, allocate
+from .kv_cache import Ring, allocate, zero_state
 from .sysmem import trim
 
 PREFILL_CHUNK = 64
@@ -60,10 +65,18 @@ class Decoder:
     def _rings(self) -> list[Ring]:
         return [self.ring] + ([self.local_ring] if self.local_ring is not None else [])
 
+    @property
+    def can_verify(self) -> bool:
+        """Whether drafts can be verified without being kept (not with a recurrent state)."""
+        return not self.cfg.recurrent_layers
+
     def reset(self, n_sink: int, start_pos: int = 0) -> None:
-        """Forget every token (the arrays stay; masks come from the ring's positions)."""
+        """Forget every token (the arrays stay; masks come from the ring's positions; a
+        recurrent state is zeroed in place)."""
         with self.lock:
             self._new_rings(n_sink, start_pos)
+        if self.cache.state is not None:
+            self.cache = forward.clear_state(self.cache)
 
     @property
     def _shape_key(self) -> str:
@@ -126,6 +139,9 @@ class Decoder:
         token's logits."""
         for s in range(0, part.size, DRAFT_ROWS):
             piece = part[s : s + DRAFT_ROWS]
+            if not self.can_verify:  # a plain 8-row step: the state takes every row
+                logits = self._run(piece, DRAFT_ROWS, False)
+                continue
             logits = self.verify(piece)
             self.accept(piece.size)
         return logits[-1]
@@ -134,7 +150,7 @@ class Decoder:
         """Logits [n, V] of every row of a draft (n <= DRAFT_ROWS), without writing the cache:
         row i predicts the token after ids[i]. Follow with accept()."""
         ids = np.asarray(ids, dtype=np.int32).reshape(-1)
-        assert 0 < ids.size <= DRAFT_ROWS
+        assert 0 < ids.size <= DRAFT_ROWS and self.can_verify
         _, batch = self._batch(ids, DRAFT_ROWS)
         logits, rows = forward.verify(self.model.params, self.cache, batch, self.cfg)
         self._draft = (ids.size, rows)

@@ -4,7 +4,7 @@ A family is a small spec: which tensors a layer has (llama.cpp's tensor names, t
 every architecture), how the loader turns them into the engine's merged weights (un-permuting
 llama's Q/K rows, reading phi3's fused QKV and gate+up tensors as they are), and the static
 ModelConfig traits the one layer function in engine.forward reads (biases, Q/K norms, post
-norms, activation, scales, sliding-window layers). Every convention here is llama.cpp's
+norms, activation, scales, sliding-window layers, Gated DeltaNet layers). Every convention here is llama.cpp's
 (src/llama-model.cpp load_hparams / load_tensors, src/models/<arch>.cpp, convert_hf_to_gguf.py).
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .config import GLOBAL, LOCAL, ModelConfig
+from .config import GLOBAL, LOCAL, RECURRENT, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Family:
     partial_rotary: bool = False  # rope.dimension_count may be smaller than the head (NEOX only)
     rope_factors: tuple[str, ...] = ()  # optional per-frequency factor tensors (global names)
     turn_format: str = "chatml"  # engine.turn_formats: used when a file has no chat template
+    ffn_norm: str = "ffn_norm.weight"  # the pre-FFN norm (Qwen3.5 calls it post_attention_norm)
     traits: Callable[[dict, ModelConfig], dict[str, Any]] = field(default=lambda md, cfg: {})
 
     def config_traits(self, md: dict, cfg: ModelConfig) -> dict[str, Any]:
@@ -66,6 +67,43 @@ def _phi3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
                 rope_orig_context=int(md.get(f"{a}.rope.scaling.original_context_length", 0) or 0))
 
 
+def _qwen35(md: dict, cfg: ModelConfig) -> dict[str, Any]:
+    """Gated DeltaNet hybrid: layer il is recurrent iff (il + 1) % full_attention_interval != 0
+    (default 4) unless attention.recurrent_layers lists them; llama.cpp's load_hparams. The
+    DeltaNet shapes: ssm.state_size S (key and value head size), ssm.group_count key heads,
+    ssm.time_step_rank value heads, ssm.inner_size = S x value heads (llama.cpp sizes the value
+    heads from S when it loads and from inner_size / heads when it runs: they must agree)."""
+    a, L = cfg.arch, cfg.n_layers
+    def get(k: str) -> int:
+        if f"{a}.{k}" not in md:
+            raise ValueError(f"missing metadata key {a}.{k}")
+        return int(md[f"{a}.{k}"])
+
+    conv, S, Hk, Hv, inner = (get(k) for k in ("ssm.conv_kernel", "ssm.state_size", "ssm.group_count",
+                                                "ssm.time_step_rank", "ssm.inner_size"))
+    if not (0 < conv <= 16 and 0 < S <= 1024 and 0 < Hk <= Hv <= 1024 and Hv % Hk == 0 and inner == S * Hv
+            and S % 8 == 0 and Hv % 8 == 0):
+        raise ValueError(f"unsupported DeltaNet shape: kernel {conv}, state {S}, {Hk} key / {Hv} value heads, "
+                         f"inner size {inner}")
+    flags = md.get(f"{a}.attention.recurrent_layers")
+    if flags is not None:
+        if len(flags) != L:
+            raise ValueError(f"attention.recurrent_layers has {len(flags)} entries for {L} layers")
+        recurrent = [bool(f) for f in flags]
+    else:
+        every = int(md.get(f"{a}.full_attention_interval", 4))
+        if every <= 0:
+            raise ValueError(f"full_attention_interval {every}")
+        recurrent = [(i + 1) % every != 0 for i in range(L)]
+    if all(recurrent):
+        raise ValueError("no attention layer")
+    sections = tuple(int(x) for x in md.get(f"{a}.rope.dimension_sections", ()))
+    if len(sections) not in (0, 4) or any(x < 0 for x in sections):
+        raise ValueError(f"rope.dimension_sections {sections}")
+    return dict(layer_kinds=tuple(RECURRENT if r else GLOBAL for r in recurrent), attn_gate=True,
+                rope_sections=sections, ssm_conv=conv, ssm_state=S, ssm_groups=Hk, ssm_heads=Hv)
+
+
 FAMILIES: dict[str, Family] = {
     f.arch: f
     for f in (
@@ -77,13 +115,14 @@ FAMILIES: dict[str, Family] = {
         Family("phi3", fused_qkv=True, fused_gate_up=True, partial_rotary=True,
                rope_factors=("rope_factors_short.weight", "rope_factors_long.weight"), traits=_phi3,
                turn_format="phi3"),
+        Family("qwen35", qk_norm=True, partial_rotary=True, traits=_qwen35, ffn_norm="post_attention_norm.weight"),
     )
 }
 SUPPORTED_ARCHS = tuple(FAMILIES)
 
 # What each family is called in messages and in the README.
 FAMILY_NAMES = {"llama": "Llama (2, 3.x; SmolLM, Mistral-style)", "qwen2": "Qwen2 / Qwen2.5", "qwen3": "Qwen3",
-                "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini"}
+                "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini", "qwen35": "Qwen3.5 (dense)"}
 
 
 # --- tensors: llama.cpp's names (src/llama-arch.cpp) ------------------------------------------
@@ -94,12 +133,15 @@ def layer_tensors(fam: Family, cfg: ModelConfig, i: int, has: Callable[[str], bo
     has(name): whether the file holds a tensor (to tell fused layouts from split ones)."""
     d, F, hd, H, KVH = cfg.d_model, cfg.ffn_dim, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
     p = f"blk.{i}."
-    w = {p + "attn_norm.weight": ((d,), False), p + "ffn_norm.weight": ((d,), False),
-         p + "attn_output.weight": ((d, H * hd), False), p + "ffn_down.weight": ((d, F), False)}
+    w = {p + "attn_norm.weight": ((d,), False), p + fam.ffn_norm: ((d,), False), p + "ffn_down.weight": ((d, F), False)}
+    if cfg.kinds[i] == RECURRENT:
+        return w | deltanet_tensors(cfg, i) | {p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False)}
+    w[p + "attn_output.weight"] = ((d, H * hd), False)
     if fused_qkv(fam, i, has):
         w[p + "attn_qkv.weight"] = (((H + 2 * KVH) * hd, d), False)
     else:
-        w |= {p + "attn_q.weight": ((H * hd, d), False), p + "attn_k.weight": ((KVH * hd, d), False),
+        Q = (2 if cfg.attn_gate else 1) * H * hd  # Qwen3.5: [q | gate] per head
+        w |= {p + "attn_q.weight": ((Q, d), False), p + "attn_k.weight": ((KVH * hd, d), False),
               p + "attn_v.weight": ((KVH * hd, d), False)}
     if fam.fused_gate_up:
         w[p + "ffn_up.weight"] = ((2 * F, d), False)
@@ -113,6 +155,17 @@ def layer_tensors(fam: Family, cfg: ModelConfig, i: int, has: Callable[[str], bo
     if fam.post_norms:
         w |= {p + "post_attention_norm.weight": ((d,), False), p + "post_ffw_norm.weight": ((d,), False)}
     return w
+
+
+def deltanet_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple]:
+    """A Gated DeltaNet layer's own tensors (llama.cpp's qwen35 load_tensors; attn_qkv and
+    attn_gate are optional there and the graph then crashes: here they are required)."""
+    d, S, Hv, p = cfg.d_model, cfg.ssm_state, cfg.ssm_heads, f"blk.{i}."
+    return {p + "attn_qkv.weight": ((cfg.conv_dim, d), False), p + "attn_gate.weight": ((Hv * S, d), False),
+            p + "ssm_conv1d.weight": ((cfg.conv_dim, cfg.ssm_conv), False), p + "ssm_dt.bias": ((Hv,), False),
+            p + "ssm_a": ((Hv,), False), p + "ssm_beta.weight": ((Hv, d), False),
+            p + "ssm_alpha.weight": ((Hv, d), False), p + "ssm_norm.weight": ((S,), False),
+            p + "ssm_out.weight": ((d, Hv * S), False)}
 
 
 def fused_qkv(fam: Family, i: int, has: Callable[[str], bool]) -> bool:

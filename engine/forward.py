@@ -2,7 +2,11 @@
 one layer function for every model family (its differences are ModelConfig's static trait
 fields: biases, Q/K and post norms, activation, scales, partial rotary, sliding-window layers;
 see engine.families). Sliding-window (local) layers attend over their own smaller cache and
-ring; the scan picks the kind per layer.
+ring; the scan picks the kind per layer. Recurrent layers (Qwen3.5's Gated DeltaNet,
+engine.deltanet) are a third kind: no K/V, a fixed state read from the cache and replaced by
+the step (the layer's new state is a scan output, stored after the scan like the K/V rows).
+Weights that only one kind has are stacked over the layers of that kind (attention weights over
+the attention layers, DeltaNet weights over the recurrent ones); norms and the FFN over all.
 
 `step(params, cache, batch)` runs C new tokens (C = 1 for decode, the chunk size for prefill)
 through every layer. Each layer attends over [cached slots, the chunk's own keys] with a mask
@@ -32,10 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import half, kernels
+from . import deltanet, half, kernels
 from .budget import KV_GROUP
-from .config import LOCAL, ModelConfig
-from .kv_cache import KVCache
+from .config import GLOBAL, LOCAL, RECURRENT, ModelConfig
+from .kv_cache import KVCache, RecurrentState
 from .quant import QLinear, is_xla_form, matmul, take_rows
 from .quant import rms_norm_rows as rms_norm
 
@@ -47,19 +51,28 @@ MATVEC_ROWS = 8
 @dataclass
 class Layers:
     """Per-layer weights stacked on a leading layer axis, so one scan runs them all. The optional
-    ones are None for families without them (ModelConfig's trait fields say which)."""
+    ones are None for families without them (ModelConfig's trait fields say which). La: the
+    attention layers (all L but in hybrid models), Lr: the recurrent ones."""
 
-    attn_norm: jax.Array  # [L, d]
-    wqkv: QLinear  # [L, (H + 2 * KVH) * hd, d]   q, k, v merged: one read of x
-    wo: QLinear  # [L, d, H * hd]
+    attn_norm: jax.Array  # [La, d]
+    wqkv: QLinear  # [La, (H + 2 * KVH) * hd, d]   q, k, v merged: one read of x (q twice as wide: attn_gate)
+    wo: QLinear  # [La, d, H * hd]
     ffn_norm: jax.Array  # [L, d]
     w_gate_up: QLinear  # [L, 2 * F, d]           gate and up merged
     w_down: QLinear  # [L, d, F]
-    qkv_bias: jax.Array | None = None  # [L, (H + 2 * KVH) * hd]   qkv_bias
-    q_norm: jax.Array | None = None  # [L, hd]                     qk_norm
-    k_norm: jax.Array | None = None  # [L, hd]
+    qkv_bias: jax.Array | None = None  # [La, (H + 2 * KVH) * hd]  qkv_bias
+    q_norm: jax.Array | None = None  # [La, hd]                     qk_norm
+    k_norm: jax.Array | None = None  # [La, hd]
     post_attn_norm: jax.Array | None = None  # [L, d]              post_norms
     post_ffn_norm: jax.Array | None = None  # [L, d]
+    # Gated DeltaNet (recurrent layers), see engine.deltanet
+    rec_norm: jax.Array | None = None  # [Lr, d]   the recurrent layers' attn_norm
+    w_in: QLinear | None = None  # [Lr, conv_dim + Hv * S + 2 * Hv, d]   attn_qkv, attn_gate, ssm_beta, ssm_alpha
+    w_ssm_out: QLinear | None = None  # [Lr, d, Hv * S]
+    conv_w: jax.Array | None = None  # [Lr, conv_dim, kernel]
+    ssm_a: jax.Array | None = None  # [Lr, Hv]   -exp(A_log)
+    dt_bias: jax.Array | None = None  # [Lr, Hv]
+    ssm_norm: jax.Array | None = None  # [Lr, S]
 
 
 @jax.tree_util.register_dataclass
@@ -234,9 +247,20 @@ def _local_keys(batch: Batch):
 
 
 def _kind_index(cfg: ModelConfig):
-    """Per layer: is it local, and its index among the layers of its kind (its cache row)."""
-    local = np.array([k == LOCAL for k in cfg.kinds])
-    return local, np.where(local, np.cumsum(local) - 1, np.cumsum(~local) - 1).astype(np.int32)
+    """Per layer: is it local, and its index among the layers of its kind (its cache row, or its
+    state row for a recurrent layer)."""
+    kinds = np.array(cfg.kinds)
+    sub = np.zeros(len(kinds), np.int32)
+    for kind in (GLOBAL, LOCAL, RECURRENT):
+        sel = kinds == kind
+        sub[sel] = np.arange(sel.sum())
+    return kinds == LOCAL, sub
+
+
+def _attn_index(cfg: ModelConfig) -> np.ndarray:
+    """Per layer: its index among the attention layers (its row of the attention weights)."""
+    att = np.array([k != RECURRENT for k in cfg.kinds])
+    return np.cumsum(att).astype(np.int32) - 1
 
 
 def _act(cfg: ModelConfig, gate):
@@ -249,20 +273,24 @@ def _act(cfg: ModelConfig, gate):
     return jnp.where(gate <= -10.0, 0.0, jnp.where(gate >= 10.0, gate, y))
 
 
-def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
-    """Layer i (w holds every layer's weights, stacked; cache every layer's K/V). Returns the
-    new x and the chunk's K/V rows as they will be stored."""
+def _attention(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
+    """The attention half of layer i (its row a among the attention layers' weights). Returns
+    its output [C, d] and the chunk's K/V rows as they will be stored."""
     C, hd, H, KVH = x.shape[0], cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
+    a = jnp.asarray(_attn_index(cfg))[i] if cfg.recurrent_layers else i
     # The path follows the weights: the loader holds the XLA path's form only without the kernel.
     native = kernels.available() and not is_xla_form(w.wqkv)
-    qkv = matmul(x, w.wqkv, i, norm=w.attn_norm, eps=cfg.rms_eps)
+    qkv = matmul(x, w.wqkv, a, norm=w.attn_norm, eps=cfg.rms_eps)
     if cfg.qkv_bias:
-        qkv = qkv + w.qkv_bias[i]
-    q = qkv[:, : H * hd].reshape(C, H, hd)
-    k = qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd)
-    v = qkv[:, (H + KVH) * hd :]
+        qkv = qkv + w.qkv_bias[a]
+    Q = (2 if cfg.attn_gate else 1) * H * hd  # attn_gate: each head's q is followed by its gate
+    q = qkv[:, :Q].reshape(C, H, Q // H)
+    gate = q[..., hd:].reshape(C, H * hd) if cfg.attn_gate else None
+    q = q[..., :hd]
+    k = qkv[:, Q : Q + KVH * hd].reshape(C, KVH, hd)
+    v = qkv[:, Q + KVH * hd :]
     if cfg.qk_norm:  # each head's own RMS norm, before rotary
-        q, k = rms_norm(q, w.q_norm[i], cfg.rms_eps), rms_norm(k, w.k_norm[i], cfg.rms_eps)
+        q, k = rms_norm(q, w.q_norm[a], cfg.rms_eps), rms_norm(k, w.k_norm[a], cfg.rms_eps)
     if cfg.attn_scale:  # the kernels scale scores by 1/sqrt(hd): fold the family's scale into q
         q = q * (cfg.scores_scale * hd**0.5)
     if cfg.local_layers:
@@ -272,8 +300,50 @@ def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
         loc = lambda q, k, v: _attend(cfg, q, k, v, cache.local, j, _local_keys(batch), native)  # noqa: E731
         att, rows = lax.cond(jnp.asarray(local)[i], loc, glob, q, k, v)
     else:
-        att, rows = _attend(cfg, q, k, v, cache, i, _global_keys(batch), native)
-    a = matmul(att, w.wo, i)
+        j = jnp.asarray(_kind_index(cfg)[1])[i] if cfg.recurrent_layers else i
+        att, rows = _attend(cfg, q, k, v, cache, j, _global_keys(batch), native)
+    if cfg.attn_gate:
+        att = att * jax.nn.sigmoid(gate)
+    return matmul(att, w.wo, a), rows
+
+
+def _recurrent(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
+    """The Gated DeltaNet half of layer i: its output [C, d] and its new state (conv, M)."""
+    r = jnp.asarray(_kind_index(cfg)[1])[i]
+    proj = matmul(x, w.w_in, r, norm=w.rec_norm, eps=cfg.rms_eps)
+    st = cache.state
+    o, conv, M = deltanet.mix(cfg, proj, st.conv[r], st.ssm[r], w.conv_w[r], w.ssm_a[r], w.dt_bias[r],
+                              w.ssm_norm[r], batch.last)
+    return matmul(o, w.w_ssm_out, r), (conv, M)
+
+
+def _hybrid(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
+    """Layer i of a hybrid model, either kind (a switch on the layer): its output, K/V rows and
+    state, the kind it is not given as zeros (unused: only the right layers' are stored)."""
+    st = cache.state
+
+    def att(x):
+        a, rows = _attention(cfg, batch, x, w, i, cache)
+        return a, rows, (jnp.zeros_like(st.conv[0]), jnp.zeros_like(st.ssm[0]))
+
+    def rec(x):
+        a, state = _recurrent(cfg, batch, x, w, i, cache)
+        zero = jnp.zeros((x.shape[0], cfg.kv_dim), jnp.float32)
+        return a, _store(cache, zero, zero)[0], state
+
+    recurrent = jnp.asarray(np.array([k == RECURRENT for k in cfg.kinds]))[i]
+    return lax.cond(recurrent, rec, att, x)
+
+
+def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
+    """Layer i (w holds every layer's weights, stacked; cache every layer's K/V). Returns the
+    new x and the chunk's K/V rows as they will be stored (with, for hybrid models, the
+    layer's new recurrent state)."""
+    if cfg.recurrent_layers:
+        a, rows, state = _hybrid(cfg, batch, x, w, i, cache)
+        rows = (rows, state)
+    else:
+        a, rows = _attention(cfg, batch, x, w, i, cache)
     x = x + (rms_norm(a, w.post_attn_norm[i], cfg.rms_eps) if cfg.post_norms else a)
     gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)
     f = matmul(_act(cfg, gate) * up, w.w_down, i)
@@ -308,13 +378,21 @@ def _put(cache: KVCache, rows, slot: jax.Array) -> KVCache:
 
 def _write(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, cfg: ModelConfig) -> KVCache:
     """Store the chunk's rows (stacked over every layer) at their ring slots; rows whose slot is
-    out of range are dropped. With local layers each kind goes to its own cache and ring."""
-    if not cfg.local_layers:
+    out of range are dropped. With local layers each kind goes to its own cache and ring; a
+    hybrid model's recurrent layers replace their state with the one the step computed."""
+    if cfg.recurrent_layers:
+        rows, (conv, ssm) = rows
+        rec = np.flatnonzero(np.array(cfg.kinds) == RECURRENT)
+        state = RecurrentState(ssm[rec], conv[rec])
+    if not cfg.local_layers and not cfg.recurrent_layers:
         return _put(cache, rows, slot)
-    local, _ = _kind_index(cfg)
+    kinds = np.array(cfg.kinds)
     pick = lambda idx: tuple(None if r is None else r[idx] for r in rows)  # noqa: E731
-    out = _put(cache, pick(np.flatnonzero(~local)), slot)
-    out.local = _put(cache.local, pick(np.flatnonzero(local)), local_slot)
+    out = _put(cache, pick(np.flatnonzero(kinds == GLOBAL)), slot)
+    if cfg.local_layers:
+        out.local = _put(cache.local, pick(np.flatnonzero(kinds == LOCAL)), local_slot)
+    if cfg.recurrent_layers:
+        out.state = state
     return out
 
 
@@ -343,6 +421,16 @@ def verify(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
 def write_rows(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, cfg: ModelConfig) -> KVCache:
     """Store the accepted rows of a verified draft (the others carry slot = capacity: dropped)."""
     return _write(cache, rows, slot, local_slot, cfg)
+
+
+@partial(jax.jit, donate_argnames=("cache",))
+def clear_state(cache: KVCache) -> KVCache:
+    """The cache with its recurrent state zeroed, in place (a hybrid's reset: the ring forgets
+    by its positions, the state only by being cleared)."""
+    st = cache.state
+    out = KVCache(cache.k, cache.v, cache.k_scale, cache.v_scale, cache.local,
+                  RecurrentState(jnp.zeros_like(st.ssm), jnp.zeros_like(st.conv)))
+    return out
 
 
 def forget_compiled() -> None:

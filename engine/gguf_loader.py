@@ -19,7 +19,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .config import ModelConfig
+from .config import RECURRENT, ModelConfig
 from .errors import ModelFileError, NotEnoughMemoryError
 from . import quant
 from .families import FAMILIES, FAMILY_NAMES, SUPPORTED_ARCHS, Family, fused_qkv, model_tensors
@@ -540,7 +540,8 @@ def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, b
     def qkv(i: int, p: str) -> list:
         if fused_qkv(fam, i, has):
             return [(p + "attn_qkv.weight", (H + 2 * KVH) * hd, None)]
-        return [(p + "attn_q.weight", H * hd, perm(H)), (p + "attn_k.weight", KVH * hd, perm(KVH)),
+        Q = (2 if cfg.attn_gate else 1) * H * hd  # Qwen3.5: [q | gate] per head
+        return [(p + "attn_q.weight", Q, perm(H)), (p + "attn_k.weight", KVH * hd, perm(KVH)),
                 (p + "attn_v.weight", KVH * hd, None)]
 
     def gate_up(p: str) -> list:
@@ -549,29 +550,55 @@ def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, b
         return [(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)]
 
     blk = [f"blk.{i}." for i in range(L)]
+    att = [i for i in range(L) if cfg.kinds[i] != RECURRENT]  # hybrids: attention weights of these only
     out = {
-        "wqkv": ([qkv(i, p) for i, p in enumerate(blk)], d, True),
-        "wo": ([[(p + "attn_output.weight", d, None)] for p in blk], H * hd, True),
+        "wqkv": ([qkv(i, blk[i]) for i in att], d, True),
+        "wo": ([[(blk[i] + "attn_output.weight", d, None)] for i in att], H * hd, True),
         "w_gate_up": ([gate_up(p) for p in blk], d, True),
         "w_down": ([[(p + "ffn_down.weight", d, None)] for p in blk], F, True),
         "embed": ([[("token_embd.weight", V, None)]], d, False),
     }
+    if cfg.recurrent_layers:  # Gated DeltaNet: one input product for [qkv | z | beta | alpha] (engine.deltanet)
+        rec = [blk[i] for i in range(L) if cfg.kinds[i] == RECURRENT]
+        S, Hv = cfg.ssm_state, cfg.ssm_heads
+        out["w_in"] = ([[(p + "attn_qkv.weight", cfg.conv_dim, None), (p + "attn_gate.weight", Hv * S, None),
+                         (p + "ssm_beta.weight", Hv, None), (p + "ssm_alpha.weight", Hv, None)] for p in rec], d, True)
+        out["w_ssm_out"] = ([[(p + "ssm_out.weight", d, None)] for p in rec], Hv * S, True)
     if not tied:
         out["head"] = ([[("output.weight", V, None)]], d, False)
     return out
 
 
 def _vectors(cfg: ModelConfig) -> dict[str, tuple[list[str], int]]:
-    """The f32 vectors a layer holds: Layers field -> (tensor names merged in order, length)."""
+    """The f32 vectors a layer holds: Layers field -> (tensor names merged in order, length).
+    Stacked over _vector_layers(cfg, field)."""
     d, hd, H, KVH = cfg.d_model, cfg.head_dim, cfg.n_heads, cfg.n_kv_heads
-    out = {"attn_norm": (["attn_norm.weight"], d), "ffn_norm": (["ffn_norm.weight"], d)}
+    out = {"attn_norm": (["attn_norm.weight"], d), "ffn_norm": ([_family(cfg).ffn_norm], d)}
     if cfg.qkv_bias:
         out["qkv_bias"] = (["attn_q.bias", "attn_k.bias", "attn_v.bias"], (H + 2 * KVH) * hd)
     if cfg.qk_norm:
         out |= {"q_norm": (["attn_q_norm.weight"], hd), "k_norm": (["attn_k_norm.weight"], hd)}
     if cfg.post_norms:
         out |= {"post_attn_norm": (["post_attention_norm.weight"], d), "post_ffn_norm": (["post_ffw_norm.weight"], d)}
+    if cfg.recurrent_layers:
+        Hv = cfg.ssm_heads
+        out |= {"rec_norm": (["attn_norm.weight"], d), "ssm_a": (["ssm_a"], Hv), "dt_bias": (["ssm_dt.bias"], Hv),
+                "ssm_norm": (["ssm_norm.weight"], cfg.ssm_state)}
     return out
+
+
+_RECURRENT_VECTORS = ("rec_norm", "ssm_a", "dt_bias", "ssm_norm")
+_ATTENTION_VECTORS = ("attn_norm", "qkv_bias", "q_norm", "k_norm")
+
+
+def _vector_layers(cfg: ModelConfig, key: str) -> list[int]:
+    """The layers a Layers vector is stacked over: a hybrid's attention (or recurrent) layers for
+    the fields only that kind has, else every layer."""
+    if key in _RECURRENT_VECTORS:
+        return [i for i, k in enumerate(cfg.kinds) if k == RECURRENT]
+    if key in _ATTENTION_VECTORS:
+        return [i for i, k in enumerate(cfg.kinds) if k != RECURRENT]
+    return list(range(cfg.n_layers))
 
 
 def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
@@ -579,7 +606,8 @@ def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     type name, None when absent): the block formats' sizes plus the f32 vectors. No tensor data
     is read. xla: for the XLA path's form (default: the path this process runs, xla_path())."""
     xla = xla_path() if xla is None else xla
-    total = (cfg.n_layers * sum(n for _, n in _vectors(cfg).values()) + cfg.d_model) * 4  # + the output norm
+    total = (sum(len(_vector_layers(cfg, k)) * n for k, (_, n) in _vectors(cfg).items()) + cfg.d_model) * 4
+    total += cfg.recurrent_layers * cfg.conv_dim * cfg.ssm_conv * 4  # the DeltaNet conv taps, f32
     has = lambda n: type_of(n) is not None  # noqa: E731
     for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
         rows = sum(r for _, r, _ in names[0])
@@ -602,9 +630,13 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
          for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
     vec = {}
     for key, (names, n) in _vectors(cfg).items():
-        rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in range(cfg.n_layers)]
+        rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in _vector_layers(cfg, key)]
         vec[key] = jnp.asarray(np.stack(rows))
-    layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"], **vec)
+    if cfg.recurrent_layers:  # the conv taps, f32 as the converter writes them
+        vec["conv_w"] = jnp.asarray(np.stack([tensors.get(f"blk.{i}.ssm_conv1d.weight", (cfg.conv_dim, cfg.ssm_conv))
+                                              for i in _vector_layers(cfg, "ssm_a")]))
+    layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"],
+                    w_in=w.get("w_in"), w_ssm_out=w.get("w_ssm_out"), **vec)
     out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
     factors = {n: tensors.get(n, (cfg.rotary_dims // 2,)) for n in fam.rope_factors if has(n)}
     return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), factors

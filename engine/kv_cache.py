@@ -12,6 +12,12 @@ Attention masks are derived from these positions, never from slot indices (as in
 Models with sliding-window layers (Gemma 3) get a second, smaller cache for those layers
 (`KVCache.local`, `[local layers, local_slots, kv_dim]`) and a second ring whose masks follow
 the file's sliding-window rule: query t sees key p iff t - p < sliding window.
+
+Hybrid models (Qwen3.5) keep no K/V in their Gated DeltaNet layers but a fixed state
+(`KVCache.state`): per recurrent layer an S x S matrix per value head and the conv's last
+kernel - 1 inputs, f32, allocated here once, beside the K/V and donated with it. Unlike the
+ring, the state is not masked by positions: it is the running summary of every token fed, so
+forgetting means zeroing it (`zero_state`).
 """
 from __future__ import annotations
 
@@ -29,12 +35,22 @@ _DTYPES = {"int8": jnp.int8, "bf16": jnp.bfloat16, "f32": jnp.float32}
 
 @jax.tree_util.register_dataclass
 @dataclass
+class RecurrentState:
+    """The Gated DeltaNet layers' state: what they remember of the whole stream."""
+
+    ssm: jax.Array  # [Lr, Hv, S, S] f32: per value head, value dim x key dim
+    conv: jax.Array  # [Lr, kernel - 1, conv_dim] f32: the last inputs of the causal conv
+
+
+@jax.tree_util.register_dataclass
+@dataclass
 class KVCache:
     k: jax.Array  # [L, S, kv_dim]
     v: jax.Array
     k_scale: jax.Array | None = None  # [L, S, kv_dim // 32] f32, int8 only
     v_scale: jax.Array | None = None
     local: "KVCache | None" = None  # the sliding-window layers' own cache (Gemma 3)
+    state: RecurrentState | None = None  # the recurrent layers' state (Qwen3.5)
 
     @property
     def nbytes(self) -> int:
@@ -52,11 +68,21 @@ def _arrays(n_layers: int, slots: int, kv_dim: int, kv_dtype: str) -> KVCache:
 
 
 def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
-    """Exactly the plan's bytes: the global layers' capacity, the local layers' slots."""
+    """Exactly the plan's bytes: the global layers' capacity, the local layers' slots, the
+    recurrent layers' state."""
     cache = _arrays(config.global_layers, plan.capacity, config.kv_dim, plan.kv_dtype)
     if config.local_layers:
         cache.local = _arrays(config.local_layers, plan.local_slots, config.kv_dim, plan.kv_dtype)
+    if config.recurrent_layers:
+        cache.state = zero_state(config)
     return cache
+
+
+def zero_state(config: ModelConfig) -> RecurrentState:
+    """A recurrent state that has seen nothing (config.state_bytes bytes)."""
+    Lr, Hv, S = config.recurrent_layers, config.ssm_heads, config.ssm_state
+    return RecurrentState(jnp.zeros((Lr, Hv, S, S), jnp.float32),
+                          jnp.zeros((Lr, config.ssm_conv - 1, config.conv_dim), jnp.float32))
 
 
 class Ring:

@@ -24,7 +24,19 @@ def inv_freq(config: ModelConfig, freq_factors: np.ndarray | None = None, local:
         theta = theta * config.rope_scale
         if freq_factors is not None:
             theta = theta / np.asarray(freq_factors, dtype=np.float64)[: n_rot // 2]
+    if config.rope_sections:
+        theta = np.where(text_sections(config.rope_sections, n_rot // 2), theta, 0.0)
     return theta
+
+
+def text_sections(sections, half: int) -> np.ndarray:
+    """Which rotary pairs a text token turns, under Qwen3.5's interleaved multi-section rotary
+    (ggml's IMROPE): pair i takes the position of section i % 3 while i < 3 * that section's
+    size, else the 4th one. llama.cpp gives text tokens their position in the first three and
+    0 in the 4th, so the pairs left to the 4th do not turn (theta 0)."""
+    s = list(sections) + [0] * (4 - len(sections))
+    i = np.arange(half)
+    return i < 3 * np.array(s[:3])[i % 3]
 
 
 def cos_sin(positions: np.ndarray, theta: np.ndarray, mscale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

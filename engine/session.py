@@ -500,7 +500,7 @@ class ChatSession:
                 reason = "cancelled"
                 self._pending = [tid]  # not fed yet: as at max_tokens, the next turn (or Continue) feeds it
                 break
-            drafter = self.drafter if self.speculative else None
+            drafter = self.drafter if self.speculative and self.decoder.can_verify else None
             todo.extend(next_tokens(self.decoder, drafter, sampler, tid, self._recent,
                                     params.max_tokens - len(reply), eot))
             if now - t_last_stats >= STATS_EVERY_S:
@@ -588,6 +588,10 @@ class ChatSession:
         window = self.plan.window
         head = stream[:n_sink]
         tail_from = max(n_sink, stream.size - window)
+        if self.model.config.recurrent_layers:
+            # A hybrid's DeltaNet state summarises the whole stream, so re-encode all of it (its
+            # attention layers still keep only the window); no state snapshots yet.
+            tail_from = n_sink
         self.decoder.reset(n_sink)
         logits = None
         if head.size:

@@ -92,7 +92,7 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
     positions; a sliding-window layer (Gemma 3) sees key j iff t - j < the file's window and its
     own ring (sinks + window slots, at most the capacity) still holds j, at true positions."""
     from engine.budget import local_slots
-    from engine.config import LOCAL
+    from engine.config import LOCAL, RECURRENT
 
     cfg, P = model.config, model.params
     L, H, KVH, hd = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
@@ -104,22 +104,36 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
     ids = np.asarray(ids)
     n = ids.size
     x = _deq(P.embed)[ids] * cfg.embed_scale
+    kinds = list(cfg.kinds)
     for layer in range(L):
+        if kinds[layer] == RECURRENT:  # Gated DeltaNet: its own weight rows (r), token by token
+            r = kinds[:layer].count(RECURRENT)
+            h = _rms(x, vec(P.layers.rec_norm, r), cfg.rms_eps)
+            lw = P.layers
+            o = deltanet_reference(cfg, _mm(h, _deq(jax_index(lw.w_in, r))), *(vec(a, r) for a in (
+                lw.conv_w, lw.ssm_a, lw.dt_bias, lw.ssm_norm)))
+            x = x + _mm(o, _deq(jax_index(lw.w_ssm_out, r)))
+            x = _ffn(cfg, P, layer, x)
+            continue
+        a_i = layer - kinds[:layer].count(RECURRENT)  # its row among the attention layers' weights
         is_local = cfg.kinds[layer] == LOCAL
-        wqkv = _deq(jax_index(P.layers.wqkv, layer))
-        wq, wk, wv = wqkv[: H * hd], wqkv[H * hd : (H + KVH) * hd], wqkv[(H + KVH) * hd :]
+        wqkv = _deq(jax_index(P.layers.wqkv, a_i))
+        Q = (2 if cfg.attn_gate else 1) * H * hd  # Qwen3.5: [q | gate] per head
+        wq, wk, wv = wqkv[:Q], wqkv[Q : Q + KVH * hd], wqkv[Q + KVH * hd :]
         if llama:
             wq, wk = _permute(wq, H), _permute(wk, KVH)
-        h = _rms(x, vec(P.layers.attn_norm, layer), cfg.rms_eps)
+        h = _rms(x, vec(P.layers.attn_norm, a_i), cfg.rms_eps)
         qkv = np.concatenate([_mm(h, wq), _mm(h, wk), _mm(h, wv)], axis=-1)
         if cfg.qkv_bias:
-            qkv = qkv + vec(P.layers.qkv_bias, layer)
-        q = qkv[:, : H * hd].reshape(n, H, hd)
-        k = qkv[:, H * hd : (H + KVH) * hd].reshape(n, KVH, hd)
-        v = qkv[:, (H + KVH) * hd :].reshape(n, KVH, hd)
+            qkv = qkv + vec(P.layers.qkv_bias, a_i)
+        q = qkv[:, :Q].reshape(n, H, Q // H)
+        gate = q[..., hd:].reshape(n, H * hd) if cfg.attn_gate else None
+        q = q[..., :hd]
+        k = qkv[:, Q : Q + KVH * hd].reshape(n, KVH, hd)
+        v = qkv[:, Q + KVH * hd :].reshape(n, KVH, hd)
         if cfg.qk_norm:
-            q = _rms(q, vec(P.layers.q_norm, layer), cfg.rms_eps)
-            k = _rms(k, vec(P.layers.k_norm, layer), cfg.rms_eps)
+            q = _rms(q, vec(P.layers.q_norm, a_i), cfg.rms_eps)
+            k = _rms(k, vec(P.layers.k_norm, a_i), cfg.rms_eps)
         if llama:
             rot = lambda x, pos: _rope_interleaved(x, pos, theta_g)  # noqa: E731
         elif is_local:
@@ -146,19 +160,62 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
                 p = np.exp(s_ - s_.max())
                 p /= p.sum()
                 att[t, head] = p @ vt[:, g]
-        a = _mm(att.reshape(n, -1), _deq(jax_index(P.layers.wo, layer)))
+        att = att.reshape(n, -1)
+        if cfg.attn_gate:
+            att = att / (1 + np.exp(-gate))
+        a = _mm(att, _deq(jax_index(P.layers.wo, a_i)))
         x = x + (_rms(a, vec(P.layers.post_attn_norm, layer), cfg.rms_eps) if cfg.post_norms else a)
-        h = _rms(x, vec(P.layers.ffn_norm, layer), cfg.rms_eps)
-        gu = _mm(h, _deq(jax_index(P.layers.w_gate_up, layer)))
-        gate, up = gu[:, : cfg.ffn_dim], gu[:, cfg.ffn_dim :]
-        act = _gelu_ggml(gate) if cfg.activation == "gelu_tanh" else gate / (1 + np.exp(-gate))
-        f = _mm(act * up, _deq(jax_index(P.layers.w_down, layer)))
-        x = x + (_rms(f, vec(P.layers.post_ffn_norm, layer), cfg.rms_eps) if cfg.post_norms else f)
+        x = _ffn(cfg, P, layer, x)
     x = _rms(x, np.asarray(P.out_norm, np.float64), cfg.rms_eps)
     logits = _mm(x, _deq(P.head))
     logits -= logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     return logp[np.arange(n - 1), ids[1:]]
+
+
+def _ffn(cfg, P, layer: int, x: np.ndarray) -> np.ndarray:
+    vec = lambda a: np.asarray(a[layer], np.float64)  # noqa: E731
+    h = _rms(x, vec(P.layers.ffn_norm), cfg.rms_eps)
+    gu = _mm(h, _deq(jax_index(P.layers.w_gate_up, layer)))
+    gate, up = gu[:, : cfg.ffn_dim], gu[:, cfg.ffn_dim :]
+    act = _gelu_ggml(gate) if cfg.activation == "gelu_tanh" else gate / (1 + np.exp(-gate))
+    f = _mm(act * up, _deq(jax_index(P.layers.w_down, layer)))
+    return x + (_rms(f, vec(P.layers.post_ffn_norm), cfg.rms_eps) if cfg.post_norms else f)
+
+
+def deltanet_reference(cfg, proj, conv_w, ssm_a, dt_bias, ssm_norm, conv_state=None, state=None):
+    """A Gated DeltaNet layer in float64, one token at a time, spelled as llama.cpp's graph does
+    (qwen35.cpp build_layer_attn_linear, delta-net-base.cpp's autoregressive path), from the
+    layer's input projection proj [n, conv_dim + Hv*S + 2*Hv] ([qkv | z | beta | alpha]) to what
+    ssm_out reads [n, Hv*S]. conv_state [K-1, conv_dim] and state [Hv, S(value), S(key)] start at
+    zero unless given; returns (out, conv_state, state) when they were given, else out."""
+    Hk, Hv, S, cd, K = cfg.ssm_groups, cfg.ssm_heads, cfg.ssm_state, cfg.conv_dim, cfg.ssm_conv
+    proj = np.asarray(proj, np.float64)
+    given = state is not None
+    hist = [np.asarray(r, np.float64) for r in (np.zeros((K - 1, cd)) if conv_state is None else conv_state)]
+    s = np.zeros((Hv, S, S)) if state is None else np.array(state, np.float64)
+    out = np.zeros((proj.shape[0], Hv * S))
+    for t, row in enumerate(proj):
+        hist.append(row[:cd])
+        window = np.stack(hist[-K:])  # [K, cd], oldest first: tap K-1 on the newest input
+        c = (window.T * conv_w).sum(-1)
+        c = c / (1 + np.exp(-c))  # silu
+        hist = hist[-(K - 1):] if K > 1 else []
+        q, k, v = c[: Hk * S].reshape(Hk, S), c[Hk * S : 2 * Hk * S].reshape(Hk, S), c[2 * Hk * S :].reshape(Hv, S)
+        q = q / np.maximum(np.linalg.norm(q, axis=-1, keepdims=True), cfg.rms_eps) / np.sqrt(S)
+        k = k / np.maximum(np.linalg.norm(k, axis=-1, keepdims=True), cfg.rms_eps)
+        z = row[cd : cd + Hv * S].reshape(Hv, S)
+        beta = 1 / (1 + np.exp(-row[cd + Hv * S : cd + Hv * S + Hv]))
+        g = np.log1p(np.exp(row[cd + Hv * S + Hv :] + dt_bias)) * ssm_a
+        for h in range(Hv):
+            kh, qh = k[h % Hk], q[h % Hk]  # ggml_repeat: value head h reads key head h % Hk
+            s[h] *= np.exp(g[h])
+            d = (v[h] - s[h] @ kh) * beta[h]
+            s[h] += np.outer(d, kh)
+            o = s[h] @ qh
+            o = o / np.sqrt(np.mean(o * o) + cfg.rms_eps) * ssm_norm
+            out[t, h * S : (h + 1) * S] = o * z[h] / (1 + np.exp(-z[h]))
+    return (out, np.stack(hist) if hist else np.zeros((0, cd)), s) if given else out
 
 
 def jax_index(w, i):
