@@ -271,15 +271,19 @@ def test_a_database_of_the_old_schema_opens_with_its_chats(qtbot, tiny_bpe_gguf,
         assert [m.content for m in st.messages(2)] == ["only"]
 
 
-def test_a_reply_header_with_every_marker_fits_a_narrow_window(qapp):
+def test_a_reply_header_with_every_marker_gives_way_in_a_narrow_window(qapp):
     from app.chat_view import ChatMessage, ChatView
 
-    view = ChatView()
-    meta = {"model": {"name": "Qwen2.5-Coder-14B-Instruct-Q4_K_M-imatrix", "sampling": {}}, "cut_short": True}
-    view.set_messages([ChatMessage("user", "q", versions=3, version=2, store_id=1),
-                       ChatMessage("assistant", "a", "stopped", meta=meta, versions=3, version=3, store_id=2)])
-    reply = view.widgets[-1]
-    assert reply.continueButton.isVisibleTo(view) and reply.versionLabel.text() == "3/3"
-    assert reply.modelLabel.text() == "· Qwen2.5-Coder-14B-Instruct-Q4_K_M-imatrix"  # (elided only on screen)
-    # a 480-px window leaves the chat about 450 px: the header gives way rather than widen it
-    assert max(w.minimumSizeHint().width() for w in view.widgets) <= 440
+    def header_width(name: str) -> int:
+        view = ChatView()
+        meta = {"model": {"name": name, "sampling": {}}, "cut_short": True}
+        view.set_messages([ChatMessage("user", "q", versions=3, version=2, store_id=1),
+                           ChatMessage("assistant", "a", "stopped", meta=meta, versions=3, version=3, store_id=2)])
+        reply = view.widgets[-1]
+        assert reply.continueButton.isVisibleTo(view) and reply.versionLabel.text() == "3/3"
+        assert reply.modelLabel.text() == f"· {name}"  # (elided only on screen)
+        return reply.minimumSizeHint().width()
+
+    # a long model name, the badges and the stepper do not widen the chat: their labels end in "…"
+    short, long = header_width("Qwen2.5-Coder-14B"), header_width("Qwen2.5-Coder-14B-Instruct-Q4_K_M-imatrix" * 4)
+    assert long == short and long <= 480
