@@ -142,7 +142,7 @@ class ChatController:
         parent, replaces = LAST, None
         if self.messages and self.messages[-1].role == "assistant":
             last = self.messages[-1]
-            if last.store_id is None:  # never stored (a failed write): nothing to keep it by
+            if last.store_id is None or not last.content:  # never stored, or nothing in it: not a version
                 self._remove_from(len(self.messages) - 1)
             else:
                 parent, replaces = last.parent_id, last.store_id

@@ -292,3 +292,12 @@ def test_import_keeps_markdown_headings_inside_code_blocks_as_text(ctl, tmp_path
     cid = ctl.import_file(path)
     got = [(m.role, m.content, m.status) for m in ctl.store.messages(cid)]
     assert got == [("user", "show me", "done"), ("assistant", "```md\n## User\n```", "stopped")]
+
+
+def test_a_failed_empty_reply_is_replaced_not_kept_as_a_version(ctl):
+    ctl.send("q")
+    finish(ctl, reason="error", reply="", error="boom")
+    ctl.regenerate()
+    finish(ctl, reply="an answer")
+    assert stored(ctl) == [("user", "q", "done"), ("assistant", "an answer", "done")]
+    assert ctl.messages[-1].versions == 1 and len(ctl.store.all_messages(ctl.current_id)) == 2
