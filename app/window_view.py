@@ -65,7 +65,10 @@ class WindowView:
             w.speedLabel.setText(f"{result.decode_tok_s:.1f} tok/s")
         if result.ttft_s is not None:
             w.ttftLabel.setText(f"TTFT {result.ttft_s * 1000:.0f} ms")
-        w.stageLabel.setText(f"{'Stopped after' if status == 'stopped' else 'Reply:'} {result.generated_tokens} tokens")
+        text = f"{'Stopped after' if status == 'stopped' else 'Reply:'} {result.generated_tokens} tokens"
+        if result.reason == "max_tokens":  # said where the eye is after a reply, not only in its badge
+            text += ", cut short (Continue writes more)"
+        w.stageLabel.setText(text)
         w.status.fit()  # the speed's text changed width
 
 

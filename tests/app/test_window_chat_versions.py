@@ -92,6 +92,7 @@ def test_a_cut_reply_says_so_and_continue_extends_the_same_message(win, qtbot):
     assert first.reason == "max_tokens"
     reply = win.chat.widgets[-1]
     assert "cut short" in reply.badge.text() and "Max reply tokens" in reply.badge.toolTip()
+    assert "cut short (Continue writes more)" in win.stageLabel.text()
     button = reply.findChild(QToolButton, "continueButton")
     assert button.isVisibleTo(win)
     rebuilt = []
