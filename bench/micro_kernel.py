@@ -38,11 +38,11 @@ def bench(fmt: str, out: int, inp: int, layers: int, rows: int) -> tuple[float, 
     from engine import quant
 
     rng = np.random.default_rng(0)
-    B = quant._BLOCK_BYTES[fmt]
-    K = quant.chunk_width(out // 8)  # random bytes, already in the kernel's chunked layout
-    q = rng.integers(0, 256, (layers, out // 8 // K, inp // 32, K * B), dtype=np.uint8)
-    d = (rng.random((layers, out // 8 // K, inp // 32, K * 8)) * 0.01).astype(np.float16)
-    w = quant.QLinear(jnp.asarray(q), jnp.asarray(d), jnp.asarray(d) if fmt == "q4_1" else None, fmt, out)
+    arrays = quant.empty(fmt, (layers,), out, inp)  # random bytes and small f16 scales
+    for a in arrays:
+        if a is not None:
+            a[...] = (rng.random(a.shape) * 0.01).astype(a.dtype) if a.dtype == np.float16 else rng.integers(0, 256, a.shape)
+    w = quant.QLinear(*(None if a is None else jnp.asarray(quant.to_chunks(a)) for a in arrays), fmt, out)
 
     @jax.jit
     def run(x, w):
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m bench.micro_kernel", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", default="1,8")
-    ap.add_argument("--formats", default="q4_0,q4_1,q8_0")
+    ap.add_argument("--formats", default="q4_0,q4_1,q4_k,q8_0")
     ap.add_argument("--shapes", default="", help="only the shapes whose name contains this")
     args = ap.parse_args(argv)
     print(f"kernel: {kernels.status()}")

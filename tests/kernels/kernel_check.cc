@@ -181,6 +181,7 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q4_0: qmatmul_rows<Fmt::Q4_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_1: qmatmul_rows<Fmt::Q4_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_K: qmatmul_rows<Fmt::Q4_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q4_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
 
