@@ -187,9 +187,11 @@ def test_cli_plan_json_names_the_state(qwen35_file, tmp_path):
 
 
 def test_regenerate_rebuilds_the_state_from_the_whole_chat(qwen35_file):
-    """Regenerate re-encodes a hybrid's whole conversation (its state cannot skip tokens): the
-    greedy reply comes back the same, through a window the chat has already outgrown."""
-    from engine.events import Done
+    """Regenerate re-encodes a hybrid's whole conversation (its state cannot skip tokens): after
+    it, the DeltaNet state is that of the whole stream fed afresh, not of the window's tokens
+    alone, though the chat has outgrown the window. (Not bit for bit: the turns were fed in other
+    chunks, and the kernel's int8 rounding of activations follows the float noise.)"""
+    from engine.decoder import Decoder
     from engine.sampler import SamplingParams
     from engine.session import ChatSession
 
@@ -198,10 +200,24 @@ def test_regenerate_rebuilds_the_state_from_the_whole_chat(qwen35_file):
     s = ChatSession(model, plan, system="You are terse.", sampling=SamplingParams(temperature=0, max_tokens=12,
                                                                                ignore_eos=True))
     for text in ("Tell me a story about a cat.", "And another about a dog, please."):
-        first = [e for e in s.stream(text) if isinstance(e, Done)][0]
+        list(s.stream(text))
+    list(s.regenerate())
     assert s.decoder.ring.evicted > 0
-    again = [e for e in s.regenerate() if isinstance(e, Done)][0]
-    assert again.reply == first.reply and again.generated_tokens == 12
+    stream = np.concatenate([np.asarray(c.ids, np.int32) for c in s._chunks])[:-1]  # the last token is pending
+    assert s.decoder.ring.next_pos == stream.size
+
+    def state_after(ids, skip=0):
+        dec = Decoder(model, s.plan, n_sink=s.plan.sinks)
+        dec.feed(ids[: s.plan.sinks])
+        dec.skip(skip)
+        dec.feed(ids[s.plan.sinks + skip :])
+        return np.asarray(dec.cache.state.ssm)
+
+    got = np.asarray(s.decoder.cache.state.ssm)
+    whole, window_only = state_after(stream), state_after(stream, stream.size - s.plan.capacity)
+    off, skipped = np.abs(got - whole).max(), np.abs(window_only - whole).max()
+    print(f"state after regenerate vs the whole stream {off:.2e}, vs the window only {skipped:.2e}")
+    assert off < 0.01 * skipped and skipped > 0.05 * np.abs(whole).max()
 
 
 # --- against llama.cpp: each convention matters ---------------------------------------------------
