@@ -25,16 +25,18 @@ from .model_sources import Found, jan_models, ollama_models, source_dirs
 
 # What the process holds besides the weights and the KV cache, measured (RSS after loading,
 # compiling and one short reply, minus weights and cache; tests/engine/test_library.py checks
-# the total within 5% on the default model, 10% on a tiny test model): ~245 MB of JAX, XLA and
-# Python, plus ~0.8 KB per vocabulary token (the tokenizer's tables), plus ~95 MB for the window
-# (Qt) in the app. Of the 245 MB, 130-150 MB are shared-library pages (jaxlib's code) whose
-# residency depends on the OS page cache: the main reason one start differs from another (a
-# tiny model measured 237.6 MB in a long-used environment and 260.5 MB in a fresh clone's new
-# virtual environment, against 245.9 predicted; the default model 377.5 MB against 392.9).
+# the total within 5% on the default model, 10% on a tiny test model): ~250 MB of JAX, XLA and
+# Python, plus ~215 B per vocabulary token, plus ~95 MB for the window (Qt) in the app. The
+# per-token part is the tokenizer: SentencePiece's or the tokenizers library's own tables
+# (~180 B) and Pinwheel's compact texts, pieces and flags (~25 B); measured between Gemma-3-270M
+# shapes with 49,152 and 262,144 tokens (273.5 and 319.3 MB, bench.big_vocab; 292.4 and 412.5
+# MB, 564 B a token, before the tables were compacted), a 512-token model at 239.8 MB and the
+# default model at 260.0 MB. Of the 250 MB, ~100 MB are shared-library pages (jaxlib's code)
+# whose residency depends on the OS page cache: the main reason one start differs from another.
 # Those are starts whose compiled steps come from the compile cache: the first start of a
 # model's shape compiles and holds ~30 MB more.
-RUNTIME_BASE = 245_000_000
-RUNTIME_PER_TOKEN = 800
+RUNTIME_BASE = 250_000_000
+RUNTIME_PER_TOKEN = 215
 WINDOW_RUNTIME = 95_000_000
 TIGHT = 0.85  # above this share of the available memory the verdict is "tight"
 

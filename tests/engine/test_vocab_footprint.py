@@ -119,3 +119,38 @@ def test_a_large_embedding_loads_without_its_file_pages_at_the_peak(tmp_path, ti
     base, steady, peak, weights = map(int, r.stdout.split())
     assert steady - base >= weights
     assert peak - base <= 1.15 * (steady - base), (base, steady, peak, weights)
+
+
+RUNTIME = """
+import json, sys, psutil
+from engine import load_model
+from engine.budget import plan_memory
+from engine.session import ChatSession
+m = load_model(sys.argv[1])
+s = ChatSession(m, plan_memory(m.config))
+s.warmup()
+for _ in s.stream("Hello there, how are you?", max_tokens=8):
+    pass
+print(psutil.Process().memory_info().rss - m.weight_bytes - s.plan.kv_bytes)
+"""
+
+
+def test_the_library_runtime_term_is_what_a_vocabulary_token_costs(tmp_path):
+    """`pinwheel models` adds RUNTIME_PER_TOKEN per vocabulary token: what the process holds
+    beyond weights and cache grows by that between two Gemma-3-270M shapes that differ only in
+    their vocabulary (32k and 160k tokens; ~215 B a token, 564 before the tables were compacted)."""
+    from bench.big_vocab import write as write_big_vocab
+    from engine import library
+
+    sizes = (32_768, 163_840)
+    runtime = {}
+    for n in sizes:
+        path = write_big_vocab(tmp_path / f"v{n}.gguf", n)
+        for _ in range(2):  # the first start of a shape compiles and holds ~30 MB more: measure the second
+            r = subprocess.run([sys.executable, "-c", RUNTIME, str(path)], cwd=ROOT, capture_output=True,
+                               text=True, timeout=300)
+            assert r.returncode == 0, r.stderr[-2000:]
+        runtime[n] = int(r.stdout.split()[-1])
+    per_token = (runtime[sizes[1]] - runtime[sizes[0]]) / (sizes[1] - sizes[0])
+    assert per_token <= 300, f"{per_token:.0f} B a vocabulary token"
+    assert abs(per_token - library.RUNTIME_PER_TOKEN) <= 0.35 * library.RUNTIME_PER_TOKEN, per_token
