@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 from engine.budget import MIN_WINDOW
 from engine.errors import PinwheelError
 
-from .memory_gauge import fmt_bytes
+from .memory_gauge import fmt_bytes, words
 from .settings_panel import session_plan
 
 
@@ -34,9 +34,12 @@ def pin_preview(stats, config, settings, index: int, pinned: bool, name: str) ->
     except PinwheelError as exc:
         return f"Can't pin {name} ({tokens:,} tokens): {exc}", False
     verb = "Pin" if pinned else "Unpin"
-    text = (f"{verb} {name} ({tokens:,} tokens)? Sinks {stats.sink_tokens:,} → {new.sinks:,}, "
+    kept = "It will always be kept in view" if pinned else "It will no longer be kept for good"
+    # plain words first; the exact change of the plan after them, in its own terms
+    text = (f"{verb} {name} ({tokens:,} tokens)? {kept}; the recent text the model sees goes from "
+            f"{words(stats.window)} to {words(new.window)} words. (Sinks {stats.sink_tokens:,} → {new.sinks:,}, "
             f"window {stats.window:,} → {new.window:,}; KV {fmt_bytes(new.kv_bytes)} of "
-            f"{fmt_bytes(new.budget_bytes)} budget.")
+            f"{fmt_bytes(new.budget_bytes)} budget.)")
     if pinned and new.sinks < wanted:
         text += (f" Only {new.sinks - stats.sink_tokens:,} of its tokens fit in the sinks (the window keeps "
                  f"at least {MIN_WINDOW} tokens).")
@@ -57,6 +60,9 @@ class PinBar(QFrame):
         self.label = QLabel()
         self.label.setObjectName("pinPreview")
         self.label.setWordWrap(True)
+        self.label.setToolTip("Pinning moves the message's tokens into the attention sinks, which the model always "
+                              "sees. The cache keeps its size, so the sliding window of recent tokens shrinks by as "
+                              "much; unpinning gives them back to the window.")
         self.ok = QPushButton("Pin")
         self.ok.setObjectName("pinConfirmButton")
         self.cancel = QPushButton("Cancel")

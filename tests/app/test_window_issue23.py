@@ -455,3 +455,22 @@ def test_the_gauge_and_the_settings_speak_plain_words_with_the_exact_terms_one_c
     finally:
         qtbot.mouseClick(toggle, Qt.MouseButton.LeftButton)
     assert not toggle.isChecked() and window_label.text() == "Recent text"
+
+
+def test_the_pin_bar_says_what_pinning_does_in_plain_words_first(win, qtbot, seeded):
+    from PySide6.QtWidgets import QLabel
+
+    open_titled(win, qtbot, seeded[1], TITLES[1])
+    qtbot.waitUntil(lambda: win.last_stats is not None and any(m.index == 0 for m in win.last_stats.stats.messages),
+                    timeout=REPLY_TIMEOUT_MS)
+    pin = win.findChild(QScrollArea, "chatView").widgets[0].pinButton
+    qtbot.mouseClick(pin, Qt.MouseButton.LeftButton)
+    label = win.findChild(QLabel, "pinPreview")
+    try:
+        assert label.isVisible()
+        text = label.text()
+        plain = text.index("It will always be kept in view; the recent text the model sees goes from ~")
+        assert plain < text.index("(Sinks ")  # the exact terms come after the plain words
+        assert "attention sinks" in label.toolTip()
+    finally:
+        win.findChild(QPushButton, "pinCancelButton").click()
