@@ -9,6 +9,9 @@ from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_comp
 from PySide6.QtCore import QMargins, QPoint, QRect, QSize
 
 CHAT_SHARE = 0.6  # the chat keeps at least this share of the window's width; side panels give way
+# ...give or take a styled button row: with the stylesheet the list is 217 px, not 200, and at the
+# default 1280 px the rule then hid the memory panel as soon as Ctrl+F asked for the list
+FIT_SLACK = 8
 CONVERSATIONS_WIDTH = 200
 FIRST_SIZE = QSize(1280, 800)  # the first window, where its screen has room for it
 # A window's frame is unknown until the window manager has framed it (X11 does so after the
@@ -31,10 +34,11 @@ def fit_rect(want: QRect, avail: QRect, frame: QMargins, minimum: QSize) -> QRec
 def panels_shown(width: int, conv_width: int, side_width: int, want: dict, forced: dict) -> tuple[bool, bool]:
     """(conversations, side panel) shown at `width`: each one wanted and leaving the chat its
     share (or asked for by the user at this width), the side panel giving way first."""
+    chat = CHAT_SHARE * width - FIT_SLACK
     side = want["side"] and (forced["side"] or width - side_width - (conv_width if want["conversations"] else 0)
-                             >= CHAT_SHARE * width)
-    conv = want["conversations"] and (forced["conversations"]
-                                      or width - conv_width - (side_width if side else 0) >= CHAT_SHARE * width)
+                             >= chat)
+    conv = want["conversations"] and (forced["conversations"] or width - conv_width - (side_width if side else 0)
+                                      >= chat)
     return conv, side
 
 
