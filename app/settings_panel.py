@@ -454,11 +454,9 @@ class SettingsPanel(QWidget):
         if self.pinned_tokens:
             parts.append(f"{self.pinned_tokens:,} pinned")
         sink_note = f" ({', '.join(parts)})" if parts else ""
-        change = ""
-        if self.applied_plan is not None:
-            same = (plan.kv_dtype, plan.sinks, plan.window) == (
-                self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
-            change = "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
+        same = self._same_as_applied(plan)
+        change = "" if same is None else \
+            "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
         self._expert_preview = (
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sink{'s' if plan.sinks != 1 else ''}{sink_note}"
             f" + {plan.window:,} window"
@@ -488,11 +486,15 @@ class SettingsPanel(QWidget):
                  f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
         if getattr(plan, "local_layers", 0):
             lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
-        if self.applied_plan is not None:  # (on the memory's line: the panel must fit 800 px)
-            same = (plan.kv_dtype, plan.sinks, plan.window) == (
-                self.applied_plan.kv_dtype, self.applied_plan.sinks, self.applied_plan.window)
+        same = self._same_as_applied(plan)
+        if same is not None:  # (on the memory's line: the panel must fit 800 px)
             lines[2] += " · <i>as now</i>" if same else " · <b>changed: Apply to use it</b>"
         return "<br>".join(lines) + self._short_note(plan)
+
+    def _same_as_applied(self, plan) -> bool | None:
+        """Whether `plan` is the cache in force (None before any is)."""
+        a = self.applied_plan
+        return None if a is None else (plan.kv_dtype, plan.sinks, plan.window) == (a.kv_dtype, a.sinks, a.window)
 
     def _short_note(self, plan) -> str:
         warning = short_window_warning(plan, self.config.context_length)
