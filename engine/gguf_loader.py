@@ -730,8 +730,11 @@ def load_model(path: str | os.PathLike, xla: bool | None = None) -> Model:
     """Load a GGUF chat model; every failure is a ModelFileError with one clear line. xla: the
     weights in the XLA path's form; None (always, but in the bench that times both paths in one
     process): exactly when the native kernel is unavailable."""
+    import jax
+
     from .budget import auto_budget
     from .chat_template import ChatTemplate
+    from .code_pages import release_library_code
     from .tokenizer import Tokenizer
 
     p = Path(path).expanduser()
@@ -753,6 +756,10 @@ def load_model(path: str | os.PathLike, xla: bool | None = None) -> Model:
     tensors = _Tensors(reader, size)
     xla = xla_path() if xla is None else xla
     check_fits(p.name, weight_bytes(cfg, tensors.type_of, xla), auto_budget(cfg)[0])  # the default cache
+    # JAX's backend is up (or comes up here): the start-up code it left resident goes before the
+    # weights arrive (~95 MB of jaxlib's pages, engine.code_pages)
+    jax.devices()
+    release_library_code()
     try:
         params, freq = load_params(cfg, tensors, xla)
         tensors.release_pages()

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import jax.numpy as jnp
 from engine.sysmem import rss_bytes, trim
-jnp.zeros(1).block_until_ready(); trim(); base = rss_bytes()
+from engine.code_pages import release_library_code
+jnp.zeros(1).block_until_ready(); release_library_code(); trim(); base = rss_bytes()  # as load_model does first
 open("/proc/self/clear_refs", "w").write("5")
 from engine import load_model
 m = load_model({path!r}); trim()

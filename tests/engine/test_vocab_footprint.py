@@ -98,7 +98,8 @@ def test_reading_the_metadata_makes_no_object_per_string_until_asked(tmp_path, t
 PROBE = """
 import jax.numpy as jnp
 from engine.sysmem import rss_bytes, trim
-jnp.zeros(1).block_until_ready(); trim(); base = rss_bytes()
+from engine.code_pages import release_library_code
+jnp.zeros(1).block_until_ready(); release_library_code(); trim(); base = rss_bytes()  # as load_model does first
 open("/proc/self/clear_refs", "w").write("5")
 from engine import load_model
 m = load_model({path!r}); trim()
