@@ -17,7 +17,9 @@ whole capacity, and the budget rule sizes the global capacity with that split co
 Hybrid models (Qwen3.5's Gated DeltaNet layers) hold no KV in their recurrent layers, only a
 fixed state (config.state_bytes): it comes off the budget first, and the window is what the
 rest buys for the attention layers alone. kv_bytes counts it (it is what the cache allocates);
-state_bytes says how much of it is state.
+state_bytes says how much of it is state. A session also keeps up to SNAPSHOTS copies of the
+state at message ends, so that an edit or a regenerate re-reads about a window of tokens, not
+the whole chat: snapshot_bytes, beside the cache.
 Pure Python on purpose: the settings panel calls it on every keystroke.
 """
 from __future__ import annotations
@@ -39,6 +41,7 @@ KV_DTYPES = ("int8", "bf16", "f32")
 AUTO_SINKS_WITHOUT_SYSTEM = 4  # StreamingLLM's 4 attention sinks, when there is no system prompt
 MIN_WINDOW = 32  # sinks never take the whole cache: the model must still see recent tokens
 _VALUE_BYTES = {"int8": 1, "bf16": 2, "f32": 4}
+SNAPSHOTS = 4  # a hybrid's state snapshots a session keeps for edits and regenerates (engine.snapshots)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class MemoryPlan:
     state_bytes: int = 0  # the recurrent layers' fixed state (in kv_bytes); 0 for other families
     recurrent_layers: int = 0  # layers that keep a state instead of K/V (Qwen3.5's DeltaNet)
     shared_kv_layers: int = 0  # layers reading another layer's cache (Gemma 4); 0 here so far
+    snapshot_bytes: int = 0  # at most this in state snapshots beside the cache (engine.snapshots), not in kv_bytes
 
     @property
     def capacity(self) -> int:
@@ -212,4 +216,5 @@ def plan_memory(
         budget_rule=budget_rule or rule,
         state_bytes=config.state_bytes,
         recurrent_layers=config.recurrent_layers,
+        snapshot_bytes=SNAPSHOTS * config.state_bytes,
     )

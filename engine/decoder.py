@@ -13,18 +13,20 @@ change what the model sees.
 Hybrid models (Qwen3.5's DeltaNet layers) keep a recurrent state beside the cache. It cannot
 hold back a rejected draft (every row of a verify would update it), so they decode without
 drafts (`can_verify` False) and run short pieces as 8-row steps; reset() zeroes the state, and
-skip() cannot skip tokens for it (the session re-encodes a hybrid's whole stream instead).
+skip() cannot skip tokens for it (the session puts back a state snapshot instead, or re-encodes
+the whole stream: engine.snapshots).
 """
 from __future__ import annotations
 
 import threading
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import compile_cache, forward, rope
 from .budget import MemoryPlan
-from .kv_cache import Ring, allocate, zero_state
+from .kv_cache import Ring, allocate
 from .sysmem import trim
 
 PREFILL_CHUNK = 64
@@ -69,6 +71,14 @@ class Decoder:
     def can_verify(self) -> bool:
         """Whether drafts can be verified without being kept (not with a recurrent state)."""
         return not self.cfg.recurrent_layers
+
+    def snapshot_state(self):
+        """A copy of the recurrent state (engine.snapshots keeps them at message boundaries)."""
+        return jax.tree_util.tree_map(jnp.copy, self.cache.state)
+
+    def restore_state(self, state) -> None:
+        """Put a snapshot's state back (a copy: the cache is donated to the next step)."""
+        self.cache.state = jax.tree_util.tree_map(jnp.copy, state)
 
     def reset(self, n_sink: int, start_pos: int = 0) -> None:
         """Forget every token (the arrays stay; masks come from the ring's positions; a

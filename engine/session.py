@@ -30,6 +30,7 @@ from .draft import DraftStats, PromptLookup, next_tokens
 from .errors import SettingsError
 from .events import Done, MessageMemory, PrefillProgress, Rebuilt, SessionStats, Stats, Token
 from .sampler import Sampler, SamplingParams
+from .snapshots import StateSnapshots
 from .sysmem import rss_bytes, trim
 
 STATS_EVERY_S = 0.2
@@ -122,6 +123,7 @@ class ChatSession:
         # Prompt-lookup speculative decoding: same output, fewer steps where the text repeats.
         self.speculative = speculative
         self.drafter = PromptLookup(max_draft=DRAFT_ROWS - 1)
+        self._snapshots = StateSnapshots()  # a hybrid's recurrent state at turn boundaries
         self._system_ids = self._encode_system()
         self.plan = self._effective_plan()
         self.decoder = Decoder(model, self.plan, n_sink=self.plan.sinks)
@@ -439,6 +441,9 @@ class ChatSession:
         ids = (self._system_ids if first else []) + self._pending + delta
         self._pending = []
         logits = yield from self._feed(ids)
+        if logits is not None and self.decoder.cache.state is not None:
+            self._snapshots.take(self.decoder, np.concatenate([np.asarray(c.ids, np.int32) for c in self._chunks]),
+                                 self.plan)
         return logits, len(ids), time.perf_counter() - t0
 
     def _feed(self, ids):
@@ -588,18 +593,30 @@ class ChatSession:
         window = self.plan.window
         head = stream[:n_sink]
         tail_from = max(n_sink, stream.size - window)
+        snap = None
         if self.model.config.recurrent_layers:
-            # A hybrid's DeltaNet state summarises the whole stream, so re-encode all of it (its
-            # attention layers still keep only the window); no state snapshots yet.
-            tail_from = n_sink
+            # A hybrid's DeltaNet state summarises the whole stream: start from the latest state
+            # snapshot the new stream still begins with, else from the start (engine.snapshots).
+            snap = self._snapshots.find(stream, tail_from, self.plan, at_least=n_sink)
+            tail_from = snap.pos if snap is not None else n_sink
         self.decoder.reset(n_sink)
         logits = None
         if head.size:
             logits = yield from self._feed(list(head))
+        if snap is not None:
+            self.decoder.restore_state(snap.state)
         self.decoder.skip(tail_from - n_sink)
         tail = stream[tail_from:]
-        if tail.size:
+        if tail.size and self.decoder.cache.state is None:
             logits = yield from self._feed(list(tail))
+        elif tail.size:  # a hybrid: fed in pieces that end at message ends, each end's state kept
+            a = tail_from
+            for b in self._snapshots.cuts([c.start + len(c.ids) for c in order], tail_from, stream.size):
+                logits = yield from self._feed(list(stream[a:b]))
+                if logits is None:
+                    break
+                self._snapshots.take(self.decoder, stream[:b], self.plan)
+                a = b
         self._chunks = order
         self._recent.clear()
         self._recent.extend(stream[n_sink:][-256:].tolist())
