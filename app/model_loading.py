@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+_LAST = object()  # start(): the file asked for last
+
 
 class ModelLoading:
     def __init__(self, win, path: str | None, ready_text: str, later):
@@ -31,11 +33,11 @@ class ModelLoading:
 
     # -- loading ---------------------------------------------------------------------
 
-    def start(self, history: list[dict] | None, settings=None, path: str | None | bool = False) -> None:
+    def start(self, history: list[dict] | None, settings=None, path=_LAST) -> None:
         """Load `path` (default: the file asked for last) with `settings` (default: the window's),
         the conversation's `history` read into its cache."""
         w = self.win
-        if path is not False:
+        if path is not _LAST:
             self.path = path
         self.ready = False
         w.loadProgress.setRange(0, 0)
@@ -51,9 +53,9 @@ class ModelLoading:
         w = self.win
         w.stop()
         w.banner.hide()
-        w.applier.pending = w.settings.replace(model_path=path or "")  # kept once it loads
+        settings = w.applier.hold(w.settings.replace(model_path=path or ""))  # kept once it loads
         w.settingsPanel.modelEdit.setText(path or "")
-        self.start(w.history_dicts(), w.applier.pending, path=path)
+        self.start(w.history_dicts(), settings, path=path)
 
     def queue_send(self) -> None:
         """Enter while the model loads: not dropped, not silently ignored; it goes once ready."""
@@ -143,7 +145,7 @@ class ModelLoading:
         goes on serving (the engine keeps it, or loads it again), and the chat stays."""
         w = self.win
         self.path = self.serving_path
-        w.applier.pending = None
+        w.applier.refused(message)
         w.settingsPanel.modelEdit.setText(self.path or "")
         w.settingsPanel.applyStatus.setText(f"⚠ Not applied: {message}")
         self.ready = self.info is not None

@@ -27,7 +27,7 @@ class SettingsApplication:
         """Apply edited settings in the engine thread (a model load where the file, the device,
         or the lack of any model, asks for one)."""
         w = self.win
-        self.pending = s
+        self.hold(s)
         no_model = not w.model_ready and not w.loadProgress.isVisible()  # none loaded, none loading
         if no_model or (s.model_path or None) != (w.settings.model_path or None) or s.device != w.settings.device:
             w.settingsPanel.applyStatus.setText("Loading the model with the new settings…")
@@ -35,6 +35,11 @@ class SettingsApplication:
             w.models.start(w.history_dicts(), s, path=s.model_path or None)
             return
         w.engine.apply(w.engine_config(s))
+
+    def hold(self, s: AppSettings) -> AppSettings:
+        """`s` goes to the engine with a model load: kept once the model has loaded with it."""
+        self.pending = s
+        return s
 
     def adopt_pending(self) -> str:
         """The engine took the pending settings: keep and save them; returns a note for the user."""
