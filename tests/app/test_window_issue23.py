@@ -421,6 +421,7 @@ def test_the_gauge_and_the_settings_speak_plain_words_with_the_exact_terms_one_c
     kv = win.findChild(QComboBox, "kvDtypeCombo")
     preview = win.findChild(QLabel, "planPreview")
     assert not toggle.isChecked()
+    assert toggle.nextInFocusChain() is gauge  # one Tab away from the gauge it switches
     # plain words first
     labels = [label for label, _v, _t in gauge.rows()]
     assert "Forgotten so far" in labels and "Pinwheel's memory use" in labels
