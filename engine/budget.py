@@ -161,6 +161,16 @@ def short_window_warning(plan: MemoryPlan, context_length: int | None = None) ->
             f"The auto memory budget gives it {AUTO_WINDOW:,} tokens.")
 
 
+def hybrid_words(plan: MemoryPlan, config: ModelConfig) -> str | None:
+    """What a hybrid model remembers, in plain words for the settings preview and the gauge (None
+    for models whose every layer attends): its recurrent layers' fixed summary of the whole
+    chat, and how far back its attention layers see."""
+    if not plan.recurrent_layers:
+        return None
+    return (f"{plan.recurrent_layers} layers keep a fixed {plan.state_bytes / MIB:,.1f} MiB summary of the whole "
+            f"chat; {config.attention_layers} attention layers see the last {plan.window:,} tokens")
+
+
 def plan_memory(
     config: ModelConfig,
     kv_dtype: str = "int8",

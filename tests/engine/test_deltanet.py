@@ -158,6 +158,18 @@ def test_the_state_comes_off_the_budget_and_the_window_covers_attention_layers(n
         assert needle.slots == max(160, room // needle.bytes_per_position // 32 * 32)
 
 
+def test_the_plan_in_plain_words():
+    from engine.budget import hybrid_words
+
+    cfg = qwen35_shape("0.8B")
+    plan = plan_memory(cfg, "int8", window=16000, budget_bytes=1 << 30)
+    assert hybrid_words(plan, cfg) == ("18 layers keep a fixed 19.3 MiB summary of the whole chat; "
+                                       "6 attention layers see the last 16,000 tokens")
+    assert hybrid_words(plan_memory(_cfg(), "int8"), _cfg()).startswith("3 layers keep a fixed")
+    flat = ModelConfig("qwen3", 4, 64, 4, 2, 16, 128, 512, 2048)
+    assert hybrid_words(plan_memory(flat, "int8"), flat) is None
+
+
 def test_allocation_is_the_plan_with_the_state(qwen35_file):
     cfg = load_model(qwen35_file).config
     for kv_dtype in ("int8", "f32"):
