@@ -27,9 +27,9 @@ from .forward import Layers, Params
 from .quant import QLinear
 from .sysmem import trim
 
-# The tensor types a file may hold. Q8_0/Q4_0/Q4_1 are kept as stored, Q4_K as Q4_1 blocks; the
-# rest are dequantized by gguf-py and re-quantized to Q8_0 (engine.quant.convert) until their
-# own kernels exist. Each is checked against llama.cpp on a file its quantizer made
+# The tensor types a file may hold. Q8_0/Q4_0/Q4_1/Q4_K are kept as stored, and Q6_K where the
+# kernel has a vector tile for it (engine.quant.held_formats); the rest are dequantized by
+# gguf-py and re-quantized to Q8_0 (engine.quant.convert) until their own kernels exist. Each is checked against llama.cpp on a file its quantizer made
 # (tests/engine/test_quant_types.py). IQ1/IQ2 and IQ3_XXS are left out: llama.cpp makes them only
 # with an importance matrix, so there is no file here to check them on.
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K",
@@ -458,10 +458,33 @@ def _family(cfg: ModelConfig) -> Family:
     return FAMILIES[cfg.arch]
 
 
-def layer_formats(names: list[list[tuple[str, int, int | None]]], type_of) -> list[str]:
-    """The block format each layer of a stacked weight is held in: one per layer, from the types
-    of that layer's merged tensors (q, k and v of one layer share a format)."""
-    return [quant.group_format(type_of(n) for n, _, _ in members) for members in names]
+def layer_formats(names: list[list[tuple[str, int, int | None]]], type_of, xla: bool = False) -> list:
+    """The block format each layer of a stacked weight is held in, from the types of that
+    layer's merged tensors and the formats this path holds (quant.held_formats): one format, or
+    on the kernel's path, where the merged tensors' own formats differ, a tuple of one format a
+    member (quant.SplitLinear). The XLA path merges them into one (its forms are all ~8.5 bits a
+    value: nothing to save, and a product more)."""
+    formats = quant.held_formats(xla)
+
+    def of(members):
+        own = tuple(quant.group_format([type_of(n)], formats) for n, _, _ in members)
+        if xla or len(set(own)) == 1:
+            return quant.group_format((type_of(n) for n, _, _ in members), formats)
+        return own
+
+    return [of(members) for members in names]
+
+
+def _runs(key) -> list[tuple[str, slice]]:
+    """A layer's format (layer_formats) as runs of members held alike: (format, members)."""
+    if isinstance(key, str):
+        return [(key, slice(None))]
+    out, start = [], 0
+    for i in range(1, len(key) + 1):
+        if i == len(key) or key[i] != key[start]:
+            out.append((key[start], slice(start, i)))
+            start = i
+    return out
 
 
 def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, stacked: bool = True,
@@ -470,10 +493,14 @@ def _group(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
     None), merged along the output axis in that order. Layers whose tensors differ in type (a
     Q4_K_M file's Q6_K attn_v and ffn_down in some layers) are stacked per format
     (quant.MixedLinear), so that each layer keeps the narrowest format its tensors allow."""
-    formats = layer_formats(names, tensors.type_of)
-    parts = [_stack(tensors, [m for m, f in zip(names, formats) if f == fmt], inp, fmt, stacked, xla)
-             for fmt in dict.fromkeys(formats)]
-    return quant.mixed(parts, formats)
+    formats = layer_formats(names, tensors.type_of, xla)
+
+    def part(key):
+        layers = [m for m, f in zip(names, formats) if f == key]
+        pieces = [_stack(tensors, [m[run] for m in layers], inp, fmt, stacked, xla) for fmt, run in _runs(key)]
+        return pieces[0] if len(pieces) == 1 else quant.SplitLinear(tuple(pieces))
+
+    return quant.mixed([part(key) for key in dict.fromkeys(formats)], formats)
 
 
 def _stack(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], inp: int, fmt: str,
@@ -610,9 +637,10 @@ def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     total += cfg.recurrent_layers * cfg.conv_dim * cfg.ssm_conv * 4  # the DeltaNet conv taps, f32
     has = lambda n: type_of(n) is not None  # noqa: E731
     for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
-        rows = sum(r for _, r, _ in names[0])
-        for fmt in layer_formats(names, type_of):
-            total += quant.nbytes(quant.XLA_FORMS[fmt] if xla else fmt, rows, inp)
+        for members, key in zip(names, layer_formats(names, type_of, xla)):
+            for fmt, run in _runs(key):
+                rows = sum(r for _, r, _ in members[run])
+                total += quant.nbytes(quant.XLA_FORMS[fmt] if xla else fmt, rows, inp)
     return total
 
 

@@ -10,9 +10,15 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
 - `q4_k`: the same nibbles in llama.cpp's Q4_K super-blocks of 256, as stored: w = d * scale *
   q - dmin * min, with f16 d and dmin per super-block and 6-bit scales and mins per 32 (their
   12 bytes re-laid for the kernel to decode 8 rows at once, see qmatmul.cc). A Q4_K tensor
-  merged with Q4_0/Q4_1 ones is held as q4_1 (d * scale and -dmin * min rounded to f16).
+  merged with Q4_0/Q4_1 ones is held as q4_1 (d * scale and -dmin * min rounded to f16);
+- `q6_k`: llama.cpp's Q6_K as stored: w = d * scale * (q - 32), q in 0..63 (its low 4 bits as
+  q4_x's nibbles, its high 2 bits beside them), an f16 d per super-block of 256 and an int8
+  scale per 16 values. Only where the kernel multiplies it at speed (kernels.formats(): the
+  x86 AVX2 builds); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0.
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
-the narrowest format its own tensors allow.
+the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
+Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
+(SplitLinear, one product per run).
 
 `matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built. Where it is not
 (`PINWHEEL_KERNELS=0`, a GPU, a CPU no variant covers) the loader holds each matrix in the XLA
@@ -43,10 +49,11 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
-FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k")
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k")
 # The XLA path's form of each kernel format (see the module doc): int8 values in row order.
 XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla_q8m"}
-_BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP}
+_BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
+                "q6_k": 3 * QK // 4 * GROUP}
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
 _K_D, _K_M = 2 * GROUP, 12 * GROUP
 
@@ -62,7 +69,8 @@ class QLinear:
     d: f16 [..., out/8/K, in/32, K * 8]; m: the same, q4_1 only; rows: the real output count
     (the last group is padded with zero rows when it is not a multiple of 8). q4_k: d f16
     [..., out/8/K, in/256, K * 16] (d of the 8 rows, then dmin), m uint8 [..., in/256, K * 96]
-    (the 6-bit scales and mins, qmatmul.cc's layout).
+    (the 6-bit scales and mins, qmatmul.cc's layout). q6_k: q [..., in/32, K * 192] (nibbles, then
+    the high 2 bits), d f16 [..., in/256, K * 8], m int8 [..., in/256, K * 128] (the scales).
 
     In the XLA path's forms (fmt xla_q8 / xla_q8m, see the module doc): q int8 [..., out, in],
     d (and m) f32 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
@@ -82,6 +90,25 @@ class QLinear:
 
 @jax.tree_util.register_dataclass
 @dataclass
+class SplitLinear:
+    """A stacked weight whose output rows come in runs of different formats: the tensors merged
+    into one product (q, k and v) are Q4_K and Q6_K in some layers of a Q4_K_M file, and one
+    format for all of them would be q8_0. Each run is a QLinear over the same layers; the product
+    is theirs side by side (a kernel call each, the norm fused into both)."""
+
+    pieces: tuple[QLinear, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.pieces)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.pieces)
+
+
+@jax.tree_util.register_dataclass
+@dataclass
 class MixedLinear:
     """A stacked weight whose layers come in more than one format: llama.cpp's _M and _L
     quantizations give some layers' attn_v and ffn_down more bits (Q6_K among Q4_K), and one
@@ -89,7 +116,7 @@ class MixedLinear:
     are a QLinear of their own, stacked in layer order; layer i is parts[part[i]][index[i]].
     matmul picks the part with a switch on the layer (one kernel call either way)."""
 
-    parts: tuple[QLinear, ...]
+    parts: tuple[QLinear | SplitLinear, ...]
     part: tuple[int, ...] = field(metadata=dict(static=True))
     index: tuple[int, ...] = field(metadata=dict(static=True))
 
@@ -106,7 +133,7 @@ class MixedLinear:
         return tuple(i for i, k in enumerate(self.part) if k == p)
 
 
-def mixed(parts: list[QLinear], formats: list[str]) -> QLinear | MixedLinear:
+def mixed(parts: list, formats: list) -> QLinear | SplitLinear | MixedLinear:
     """One stacked weight from per-format stacks: parts[k] holds, in order, the layers whose entry
     in formats is the k-th distinct format (in order of first appearance); a single part is
     returned as it is."""
@@ -118,10 +145,13 @@ def mixed(parts: list[QLinear], formats: list[str]) -> QLinear | MixedLinear:
     return MixedLinear(tuple(parts), part, index)
 
 
-def layer_of(w: QLinear | MixedLinear, i: int) -> QLinear:
-    """Layer i (a Python int) of a stacked weight, as a QLinear without the layer axis."""
+def layer_of(w, i: int):
+    """Layer i (a Python int) of a stacked weight, as a QLinear (or SplitLinear) without the
+    layer axis."""
     if isinstance(w, MixedLinear):
         w, i = w.parts[w.part[i]], w.index[i]
+    if isinstance(w, SplitLinear):
+        return SplitLinear(tuple(layer_of(p, i) for p in w.pieces))
     return QLinear(w.q[i], w.d[i], None if w.m is None else w.m[i], w.fmt, w.rows, w.pieces)
 
 
@@ -160,6 +190,12 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
     if fmt == "q8_0":  # [nb, 8 steps, 8 rows, 4]
         v = q.reshape(*lead, nb, 8, GROUP, 4).astype(jnp.float32) - 128.0
         v = jnp.moveaxis(v, -2, -4)  # [8 rows, nb, 8 steps, 4]
+    elif fmt == "q6_k":  # the nibbles, plus 16 x the high 2 bits: [nb, half, 8 rows, 4] at bits 2k
+        v = _values(q[..., : QK // 2 * GROUP], "q4_1")
+        hb = q[..., QK // 2 * GROUP :].reshape(*lead, nb, 2, 1, GROUP, 4)
+        hi = (hb >> (2 * jnp.arange(4, dtype=jnp.uint8)).reshape(4, 1, 1)) & 3  # [nb, 2, 4 steps, 8, 4]
+        hi = jnp.moveaxis(hi.astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
+        return v + 16.0 * hi.reshape(*lead, GROUP, nb, QK) - 32.0
     else:  # [nb, 4 steps, 8 rows, 4]: low nibbles values 4k+j, high 16+4k+j
         b = q.reshape(*lead, nb, 4, GROUP, 4)
         v = jnp.stack([b & 0x0F, b >> 4], axis=-4).astype(jnp.float32)  # [nb, 2, 4, 8, 4]
@@ -195,9 +231,20 @@ def _k_scales(d: jax.Array, m: jax.Array) -> tuple[jax.Array, jax.Array]:
     return dw.reshape(*dw.shape[:-2], -1, 1), coef.reshape(*coef.shape[:-2], -1, 1)
 
 
-def is_xla_form(w: QLinear | MixedLinear) -> bool:
+def _k6_scales(d: jax.Array, m: jax.Array) -> jax.Array:
+    """q6_k's d [..., nsb, 8] f16 and scales [..., nsb, 128] int8 -> each 16 values' d * scale,
+    f32 [..., 8 rows, nb, 32] (repeated over its 16 values)."""
+    sc = m.reshape(*m.shape[:-1], 16, GROUP).astype(jnp.float32)  # [nsb, block * 2 + half, row]
+    s = half.to_f32(d)[..., None, :] * sc
+    s = jnp.moveaxis(s, -1, -3)  # [8 rows, nsb, 16]
+    return jnp.repeat(s.reshape(*s.shape[:-2], -1), QK // 2, axis=-1).reshape(*s.shape[:-2], -1, QK)
+
+
+def is_xla_form(w) -> bool:
     if isinstance(w, MixedLinear):
         return is_xla_form(w.parts[0])  # (every part is in one path's form)
+    if isinstance(w, SplitLinear):
+        return is_xla_form(w.pieces[0])
     return w.fmt in ("xla_q8", "xla_q8m")
 
 
@@ -222,12 +269,16 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
     """f32 [..., out, in] (XLA: the fallback product)."""
     if isinstance(w, MixedLinear):
         return jnp.stack([dequantize(layer_of(w, i)) for i in range(len(w.part))])
+    if isinstance(w, SplitLinear):
+        return jnp.concatenate([dequantize(p) for p in w.pieces], axis=-2)
     if is_xla_form(w):
         return _joined(_dequantize_xla(w.q, w.d, w.m), w.pieces)
     v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt)
     if w.fmt == "q4_k":
         dw, coef = _k_scales(_groups(w.d, _K_D), _groups(w.m, _K_M))
         v = v * dw + coef
+    elif w.fmt == "q6_k":
+        v = v * _k6_scales(_groups(w.d, GROUP), _groups(w.m, 16 * GROUP))
     else:
         v = v * _scales(_groups(w.d, GROUP))
     if w.fmt == "q4_1":
@@ -252,6 +303,8 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
     if w.fmt == "q4_k":
         dw, coef = _k_scales(group(w.d), group(w.m))
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
+    elif w.fmt == "q6_k":
+        v = _values(group(w.q), w.fmt)[i, r] * _k6_scales(group(w.d), group(w.m))[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt == "q4_1":
@@ -286,6 +339,8 @@ def matmul(x: jax.Array, w: QLinear | MixedLinear, layer: jax.Array | None = Non
     that it too is computed the same way for every row count."""
     if isinstance(w, MixedLinear):
         return _matmul_mixed(x, w, layer, norm, eps)
+    if isinstance(w, SplitLinear):
+        return jnp.concatenate([matmul(x, p, layer, norm, eps) for p in w.pieces], axis=-1)
     if is_xla_form(w):
         return _matmul_xla(x, w, layer, norm, eps)
     if kernels.available():
@@ -446,17 +501,43 @@ def blocks_q4_k_native(raw: np.ndarray):
     return packed.reshape(rows, -1), d, bits
 
 
+def blocks_q6_k(raw: np.ndarray):
+    """Q6_K super-blocks (256 values: 128 bytes of low 4 bits, 64 of high 2 bits, 16 int8 scales,
+    an f16 d) -> q6_k rows: q as unsigned values [rows, in] (0..63), d [rows, nsb] f16, the
+    scales [rows, nsb, 16] int8. The values come from gguf's own dequantization of the blocks
+    with d and every scale set to 1 (exact small integers), so the bit layout is gguf-py's."""
+    import gguf
+
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 210)
+    unit = b.copy()
+    unit[:, 192:208] = 1
+    unit[:, 208:210] = np.array([1.0], np.float16).view(np.uint8)
+    q = gguf.quants.dequantize(unit, gguf.GGMLQuantizationType.Q6_K).reshape(rows, -1)
+    u = (q + 32).astype(np.uint8)
+    d = np.ascontiguousarray(b[:, 208:210]).view(np.float16).reshape(rows, -1)
+    sc = np.ascontiguousarray(b[:, 192:208]).view(np.int8).reshape(rows, -1, 16)
+    return u, d, sc
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
           "Q4_1": ("q4_1", lambda raw: _plain_blocks(raw, 20, True, np.uint8)),
-          "Q4_K": ("q4_k", blocks_q4_k_native)}
+          "Q4_K": ("q4_k", blocks_q4_k_native),
+          "Q6_K": ("q6_k", blocks_q6_k)}
 
 
-def group_format(type_names) -> str:
-    """The one format a stacked group of tensors (every layer's q/k/v, say) is kept in: 4-bit
-    when every member is 4-bit (q4_0 only if all are Q4_0), else q8_0."""
-    fmts = {NATIVE.get(t, ("q8_0",))[0] for t in type_names}
+def held_formats(xla: bool) -> tuple[str, ...]:
+    """The formats weights may be held in: the XLA path's (those with an XLA form), or the ones
+    the loaded kernel multiplies at speed."""
+    return tuple(XLA_FORMS) if xla else kernels.formats() or tuple(XLA_FORMS)
+
+
+def group_format(type_names, formats: tuple[str, ...] = FORMATS) -> str:
+    """The one format a stacked group of tensors (every layer's q/k/v, say) is kept in: the
+    members' own when they share one of `formats`, q4_1 when all are 4-bit, else q8_0."""
+    fmts = {f if f in formats else "q8_0" for f in (NATIVE.get(t, ("q8_0",))[0] for t in type_names)}
     if len(fmts) == 1 and fmts != {"q8_0"}:
         return fmts.pop()
     if fmts <= {"q4_0", "q4_1", "q4_k"}:
@@ -487,6 +568,8 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     of 8 with zero rows; to_chunks then orders the groups as the kernel reads them."""
     if fmt == "q4_k":
         return _interleave_k(q, d, m)
+    if fmt == "q6_k":
+        return _interleave_6k(q, d, m)
     out, nb = d.shape
     pad = -out % GROUP
     if pad:
@@ -522,6 +605,26 @@ def _interleave_k(q: np.ndarray, d: np.ndarray, bits: np.ndarray):
     return qi, di, mi
 
 
+def _interleave_6k(u: np.ndarray, d: np.ndarray, sc: np.ndarray):
+    """interleave for q6_k: each block's low 4 bits as q4_x's nibbles, then its high 2 bits in
+    two 32-byte steps ([half][8 rows][4]: values 16 half + 4k + j at bits 2k); per group and
+    super-block the 8 rows' d, and their scales as [block][half][row] (qmatmul.cc's layout)."""
+    out, inp = u.shape
+    pad = -out % GROUP
+    if pad:
+        u, d, sc = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (u, d, sc))
+    G, nb, nsb = (out + pad) // GROUP, inp // QK, inp // QK_K
+    v = u.reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, step k, j]
+    lo = ((v[:, :, :, 0] & 15) | (v[:, :, :, 1] & 15) << 4).astype(np.uint8)  # [G, row, block, k, j]
+    nib = lo.transpose(0, 2, 3, 1, 4).reshape(G, nb, 128)
+    hi = ((v >> 4) << (2 * np.arange(4, dtype=np.uint8)).reshape(4, 1)).sum(axis=-2, dtype=np.uint8)  # [G, row, block, half, j]
+    hib = hi.transpose(0, 2, 3, 1, 4).reshape(G, nb, 64)
+    qi = np.concatenate([nib, hib], axis=-1)
+    di = d.reshape(G, GROUP, nsb).transpose(0, 2, 1)
+    mi = sc.reshape(G, GROUP, nsb, 16).transpose(0, 2, 3, 1).reshape(G, nsb, 16 * GROUP)
+    return qi, di, mi
+
+
 def nbytes(fmt: str, out: int, inp: int) -> int:
     """Bytes of one [out, in] weight in format fmt (a kernel format or an XLA form), as empty()
     or empty_xla() allocates it."""
@@ -530,6 +633,8 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
     G, nb = -(-out // GROUP), inp // QK
     if fmt == "q4_k":
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K_M))
+    if fmt == "q6_k":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + 16 * GROUP))
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -555,6 +660,9 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     if fmt == "q4_k":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K_M), np.uint8)
+    if fmt == "q6_k":
+        nsb = inp // QK_K
+        return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, 16 * GROUP), np.int8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt == "q4_1" else None)
 

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("qmatmul.cc")
 PACKAGED = Path(__file__).with_name("lib")
-TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1", "q4_k": "PinwheelQ4_K",
+TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1", "q4_k": "PinwheelQ4_K", "q6_k": "PinwheelQ6_K",
            "attn_int8": "PinwheelAttnI8", "attn_bf16": "PinwheelAttnBF16", "attn_f32": "PinwheelAttnF32"}
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]
 
@@ -191,6 +191,23 @@ def available() -> bool:
             if warn:
                 log.warning("pinwheel: native kernels unavailable, using the slower XLA path: %s", _state["error"])
     return _state["lib"] is not None
+
+
+def formats() -> tuple[str, ...]:
+    """The weight formats (engine.quant's names) the loaded kernel multiplies at speed: every
+    build computes each of TARGETS correctly, but some formats have a vector tile only on some
+    ISAs (the loader holds the others as q8_0 there). Empty without a kernel."""
+    if not available():
+        return ()
+    with _lock:
+        if "formats" not in _state:
+            f = getattr(_state["lib"], "pinwheel_kernel_formats", None)  # (a build before the symbol: the four)
+            if f is None:
+                _state["formats"] = ("q8_0", "q4_0", "q4_1", "q4_k")
+            else:
+                f.restype = ctypes.c_char_p
+                _state["formats"] = tuple(f().decode().split())
+    return _state["formats"]
 
 
 def status() -> str:

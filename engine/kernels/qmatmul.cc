@@ -53,7 +53,7 @@ namespace {
 constexpr int QK = 32;
 
 // (Q4_KX is q4_k with a chunk's scales decoded to f32 first: qmatmul_rows' choice, not a layout.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -182,6 +182,7 @@ struct QRow {
   const float* d;
   const float* s;  // d * sum(q) per block
   const int32_t* n;  // sum(q) per block (the ARM paths without an unsigned x signed dot use it)
+  const int32_t* n16;  // sum(q) per 16 values (q6_k's offset, per its scales' 16 values), or null
 };
 
 void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n) {
@@ -232,18 +233,45 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // once a call into f32 (expand_q4k: dw = d * scale and coef = -dmin * min, 8 rows each, per
 // block and group), and the tile reads those as q4_1's: decoding them in the tile, per block and
 // row tile, made a 16384x2048 product 1.4x slower than q4_1 at 8 rows (1.5x in L2 at 1 row).
+//
+// q6_k is llama.cpp's Q6_K as stored, 6.56 bits a value: super-blocks of 256 values, w = d *
+// scale[i] * (q - 32) with an f16 d per super-block, an int8 scale per 16 values and q in 0..63.
+// Per group and block it keeps 192 bytes: q's low 4 bits as q4_x's nibbles (128 bytes), then
+// its high 2 bits in two 32-byte steps laid as the nibbles' (row, byte j) lanes: the first holds
+// values 4k + j at bits 2k (k < 4), the second values 16 + 4k + j; OR-ed in above the nibble,
+// they make each step's 4 values of each row one dot product's operand, as for q4_x. Per group
+// and super-block: d, 8 f16; m, 128 int8 scales, [block][its two halves][8 rows]. With the
+// (q - 32) offset applied to each half's integer sum (32 times the x values' sum over its 16),
+// that is the file's 210 bytes a row and super-block.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
 template <Fmt F>
-constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP; }
+constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : QK / 2 * GROUP; }
 // u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
-constexpr size_t d_per_chunk(int nb, int K) { return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 16 : (size_t)nb * K * GROUP; }
+constexpr size_t d_per_chunk(int nb, int K) {
+  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 16 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * GROUP
+                                                                         : (size_t)nb * K * GROUP;
+}
 template <Fmt F>
 constexpr size_t m_per_chunk(int nb, int K) {
-  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q4_1 ? (size_t)nb * K * GROUP : 0;
+  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * 64
+                        : F == Fmt::Q4_1 ? (size_t)nb * K * GROUP : 0;
+}
+// Formats whose super-blocks span 8 blocks of 32.
+template <Fmt F>
+constexpr bool super_blocks() { return F == Fmt::Q4_K || F == Fmt::Q6_K; }
+
+// q6_k: block b's d (8 rows, f16) and its two halves' scales (8 rows each, int8) for group g.
+struct Q6KScales {
+  const uint16_t* d;
+  const int8_t* sc;
+};
+inline Q6KScales q6k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
+  return {wd + sg * GROUP, (const int8_t*)wm + sg * 128 + 16 * (b % BLOCKS_K)};
 }
 
 // q4_k: where block b's scales for group g (of G in the chunk) are: the super-block's d (and
@@ -338,6 +366,52 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
   }
 }
 
+// The tile in plain C++, a row and a block at a time: the portable build's, and the formats a
+// vector tile does not have (q6_k off AVX2). Its q6_k runs the AVX2 tile's float operations
+// (fused multiply-adds, the halves in order), so builds agree bit for bit as for the others.
+template <Fmt F, int R, int G>
+void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
+                 int64_t out_stride) {
+  for (int g = 0; g < G; ++g)
+    for (int r = 0; r < R; ++r)
+      for (int row = 0; row < GROUP; ++row) {
+        float acc = 0.f, tail = 0.f;
+        for (int b = 0; b < nb; ++b) {
+          const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
+          const int8_t* xb = x[r].q + b * QK;
+          if constexpr (F == Fmt::Q6_K) {
+            const Q6KScales s = q6k_at(wd, wm, b, g, G);
+            const float d = half_to_float(s.d[row]);
+            for (int h = 0; h < 2; ++h) {  // values 16 h .. 16 h + 15
+              int sum = 0;
+              for (int k = 0; k < 4; ++k)
+                for (int j = 0; j < 4; ++j) {
+                  const int lo = h ? wb[32 * k + 4 * row + j] >> 4 : wb[32 * k + 4 * row + j] & 0x0f;
+                  const int hi = (wb[128 + 32 * h + 4 * row + j] >> (2 * k)) & 3;
+                  sum += (lo | hi << 4) * xb[16 * h + 4 * k + j];
+                }
+              sum -= 32 * x[r].n16[2 * b + h];
+              acc = std::fma((float)sum, d * (float)s.sc[GROUP * h + row] * x[r].d[b], acc);
+            }
+            continue;
+          }
+          float dw, coef;
+          row_scales<F>(wd, wm, b, g, G, ((size_t)b * G + g) * GROUP, row, dw, coef);
+          int sum = 0;
+          for (int k = 0; k < 8; ++k)
+            for (int j = 0; j < 4; ++j) {
+              int u;
+              if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
+              else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
+              sum += u * xb[4 * k + j];
+            }
+          acc += (float)sum * (dw * x[r].d[b]);
+          tail += coef * x[r].s[b];
+        }
+        out[r * out_stride + g * GROUP + row] = acc + tail;
+      }
+}
+
 #if defined(__AVX2__)
 // 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed).
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
@@ -369,6 +443,11 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     alignas(32) float f[2 * GROUP];
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw = _mm256_load_ps(f), coef = _mm256_load_ps(f + GROUP);
+  } else if constexpr (F == Fmt::Q6_K) {  // d * scale of each half (dw: values 0-15, coef: 16-31)
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
+    dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s.sc))));
+    coef = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
   } else {
     dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
     if constexpr (F == Fmt::Q8_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
@@ -395,7 +474,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       for (int k = 0; k < 8; ++k) xv[r][k] = _mm256_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
-      __m256 dw, coef;
+      __m256 dw, coef;  // (q6_k: the scales of the block's first and second 16 values)
       block_scales<F>(wd, wm, b, g, G, dw, coef);
       __m256i w[8];
       if constexpr (F == Fmt::Q8_0) {
@@ -407,7 +486,27 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
           w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         }
       }
+      if constexpr (F == Fmt::Q6_K) {  // the high 2 bits of step k sit at bits 2k of each byte: to bits 4-5
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 128 + 32 * h));
+          w[4 * h] = _mm256_or_si256(w[4 * h], _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+          w[4 * h + 1] = _mm256_or_si256(w[4 * h + 1], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+          w[4 * h + 2] = _mm256_or_si256(w[4 * h + 2], _mm256_and_si256(hb, m30));
+          w[4 * h + 3] = _mm256_or_si256(w[4 * h + 3], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        }
+      }
       for (int r = 0; r < R; ++r) {
+        if constexpr (F == Fmt::Q6_K) {  // each half: sum((q - 32) x) = sum(q x) - 32 sum(x), exact
+          const __m256 dx = _mm256_set1_ps(x[r].d[b]);
+          for (int h = 0; h < 2; ++h) {
+            const __m256i s0 = dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]);
+            const __m256i s1 = dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]);
+            const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_set1_epi32(32 * x[r].n16[2 * b + h]));
+            acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(h ? coef : dw, dx), acc[r][g]);
+          }
+          continue;
+        }
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
         for (int k = 0; k < 8; k += 2) {
           s0 = dot4(s0, w[k], xv[r][k]);
@@ -441,6 +540,7 @@ inline __m128i dot4_128(__m128i u, __m128i s16) {  // 4 int32 lanes: each the su
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
+  if constexpr (F == Fmt::Q6_K) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector q6_k here yet)
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g)
@@ -664,6 +764,7 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
+  if constexpr (F == Fmt::Q6_K) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector q6_k here yet)
   float32x4_t acc[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
@@ -703,28 +804,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  for (int g = 0; g < G; ++g)
-    for (int r = 0; r < R; ++r)
-      for (int row = 0; row < GROUP; ++row) {
-        float acc = 0.f, tail = 0.f;
-        for (int b = 0; b < nb; ++b) {
-          const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
-          float dw, coef;
-          row_scales<F>(wd, wm, b, g, G, ((size_t)b * G + g) * GROUP, row, dw, coef);
-          const int8_t* xb = x[r].q + b * QK;
-          int sum = 0;
-          for (int k = 0; k < 8; ++k)
-            for (int j = 0; j < 4; ++j) {
-              int u;
-              if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
-              else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
-              sum += u * xb[4 * k + j];
-            }
-          acc += (float)sum * (dw * x[r].d[b]);
-          tail += coef * x[r].s[b];
-        }
-        out[r * out_stride + g * GROUP + row] = acc + tail;
-      }
+  tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);
 }
 #endif
 
@@ -940,9 +1020,10 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
   const int nb = (int)(I / QK);
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> d, s;
-  thread_local std::vector<int32_t> n;
+  thread_local std::vector<int32_t> n, n16;
   thread_local std::vector<QRow> rows;
   q.resize(C * I), d.resize(C * nb), s.resize(C * nb), n.resize(C * nb), rows.resize(C);
+  if (F == Fmt::Q6_K) n16.resize(C * 2 * nb);
   const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
   thread_local std::vector<float> xn;
   if (norm) xn.resize(I);
@@ -953,7 +1034,15 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
       xc = xn.data();
     }
     quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
-    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]};
+    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr};
+    if constexpr (F == Fmt::Q6_K) {
+      for (int h = 0; h < 2 * nb; ++h) {
+        int32_t t = 0;
+        for (int j = 0; j < QK / 2; ++j) t += q[c * I + h * (QK / 2) + j];
+        n16[c * 2 * nb + h] = t;
+      }
+      rows[c].n16 = &n16[c * 2 * nb];
+    }
   }
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_d = d_per_chunk<F>(nb, K), chunk_m = m_per_chunk<F>(nb, K);
   // One task a chunk (32 output rows at K = 4): the unit of a 1-row tile, and fine enough to balance.
@@ -1011,7 +1100,7 @@ ffi::Error qmatmul(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x, ffi::AnyBuffer
   if (l < 0 || l >= L) return ffi::Error::InvalidArgument("qmatmul: layer index out of range");
   const bool has_norm = norm.element_count() > 0;
   if (has_norm && (int64_t)norm.element_count() != L * I) return ffi::Error::InvalidArgument("qmatmul: norm weights do not match");
-  if (F == Fmt::Q4_K && nb % BLOCKS_K) return ffi::Error::InvalidArgument("qmatmul: q4_k needs whole super-blocks");
+  if (super_blocks<F>() && nb % BLOCKS_K) return ffi::Error::InvalidArgument("qmatmul: a K-quant needs whole super-blocks");
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>();
   const size_t d_layer = n_chunks * d_per_chunk<F>(nb, K), m_layer = n_chunks * m_per_chunk<F>(nb, K);
   if ((size_t)wd.size_bytes() != (size_t)L * d_layer * 2 || (m_layer && (size_t)wm.size_bytes() != (size_t)L * m_layer * 2))
@@ -1791,6 +1880,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ8_0, qmatmul<Fmt::Q8_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_0, qmatmul<Fmt::Q4_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_1, qmatmul<Fmt::Q4_1>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_K, qmatmul<Fmt::Q4_K>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ6_K, qmatmul<Fmt::Q6_K>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -1812,6 +1902,17 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_K, qmatmul<Fmt::Q4_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnI8, attention<KV::I8>, PINWHEEL_ATTN_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnBF16, attention<KV::BF16>, PINWHEEL_ATTN_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN_BIND);
+
+// The weight formats this build multiplies at speed (engine/quant.py's names): the loader holds
+// a tensor in its own format only where the build has a vector tile for it, and re-quantizes it
+// to q8_0 elsewhere (every build computes every format correctly: tile_scalar).
+extern "C" const char* pinwheel_kernel_formats() {
+#if defined(__AVX2__)
+  return "q8_0 q4_0 q4_1 q4_k q6_k";
+#else
+  return "q8_0 q4_0 q4_1 q4_k";
+#endif
+}
 
 // What the build targeted, for the bench and the tests to report.
 extern "C" const char* pinwheel_kernel_isa() {

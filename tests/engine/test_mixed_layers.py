@@ -34,16 +34,25 @@ def mixed_model(mixed_file, request):
     return load_model(mixed_file, xla=request.param)
 
 
+def _fmts(p):
+    return [q.fmt for q in p.pieces] if isinstance(p, quant.SplitLinear) else p.fmt
+
+
 def test_each_layer_keeps_its_own_format(mixed_model):
+    """Layers 0 and 3 hold a Q6_K attn_v and ffn_down: their ffn_down stays q6_k (where the
+    kernel has it), their merged q/k/v keeps the Q4_K q and k as q4_k beside the v (SplitLinear);
+    the XLA path merges the layer into one form."""
     L = mixed_model.params.layers
-    for name in ("wqkv", "w_down"):  # these hold a Q6_K tensor in layers 0 and 3
+    xla = quant.is_xla_form(L.wqkv)
+    six = "q6_k" if "q6_k" in quant.held_formats(xla) else "q8_0"
+    want = {"wqkv": [quant.XLA_FORMS["q8_0"], quant.XLA_FORMS["q4_k"]] if xla else [["q4_k", six], "q4_k"],
+            "w_down": [quant.XLA_FORMS["q8_0"], quant.XLA_FORMS["q4_k"]] if xla else [six, "q4_k"]}
+    for name in ("wqkv", "w_down"):
         w = getattr(L, name)
         assert isinstance(w, quant.MixedLinear), name
         assert w.part == (0, 1, 1, 0) and w.index == (0, 0, 1, 1), (name, w.part, w.index)
-        fmts = [p.fmt for p in w.parts]
-        assert fmts == ([quant.XLA_FORMS["q8_0"], quant.XLA_FORMS["q4_k"]] if quant.is_xla_form(w)
-                        else ["q8_0", "q4_k"]), fmts
-        assert [p.q.shape[0] for p in w.parts] == [2, 2]
+        assert [_fmts(p) for p in w.parts] == want[name], name
+        assert [quant.layer_of(w, 0).rows, quant.layer_of(w, 1).rows] == [w.rows] * 2
     for name in ("wo", "w_gate_up"):  # Q4_K in every layer: one stack, as before
         assert isinstance(getattr(L, name), quant.QLinear), name
 

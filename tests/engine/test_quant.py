@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt == "q4_k" else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k") else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -21,6 +21,10 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
         d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
         return q, d, rng.integers(0, 64, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt == "q6_k":  # values 0..63; d per super-block; an int8 scale per 16
+        q = rng.integers(0, 64, (out, inp), dtype=np.uint8)
+        d = (rng.random((out, inp // 256)) * 0.0005).astype(np.float16)
+        return q, d, rng.integers(-127, 128, (out, inp // 256, 16), dtype=np.int8)
     if fmt == "q8_0":
         q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
     else:
@@ -32,6 +36,9 @@ def _random_rows(rng, fmt, out, inp):
 
 def _dense(fmt, q, d, m):
     """What the row-layout blocks mean, written out in numpy from GGUF's definitions."""
+    if fmt == "q6_k":  # each 16 values: d * scale * (q - 32)
+        s = (d.astype(np.float32)[..., None] * m).reshape(d.shape[0], -1)
+        return ((q.astype(np.float32) - 32).reshape(d.shape[0], -1, 16) * s[..., None]).reshape(d.shape[0], -1)
     if fmt == "q4_k":  # block j of a super-block: d * scale[j] * q - dmin * min[j]
         out = d.shape[0]
         dd = d.astype(np.float32)
@@ -101,8 +108,45 @@ def test_q4_k_is_held_as_stored():
     assert sum(a.nbytes for a in quant.pack(*rows, "q4_k")) == raw.nbytes
 
 
+def test_q6_k_is_held_as_stored():
+    """Q6_K super-blocks made by llama.cpp's quantizer, read as q6_k, decode to gguf's own
+    dequantization exactly through the kernel's layout, in the file's 210 bytes a row and
+    super-block; and the kernel's product agrees with that dense matrix."""
+    import gguf
+
+    raw = _llama_quantized_rows("Q6_K", 24, 768)
+    ref = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q6_K).reshape(24, 768)
+    rows = quant.blocks_q6_k(raw)
+    np.testing.assert_array_equal(_dense("q6_k", *rows), ref)
+    w = _qlinear("q6_k", rows)
+    np.testing.assert_array_equal(np.asarray(quant.dequantize(w)), ref)
+    assert quant.nbytes("q6_k", 24, 768) == raw.nbytes == sum(a.nbytes for a in quant.pack(*rows, "q6_k"))
+
+
+def _llama_quantized_rows(type_name, out, inp):
+    """A random [out, inp] matrix quantized by llama.cpp's own quantizer (through a one-tensor
+    F32 GGUF and llama_model_quantize's pure mode), as raw block rows."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    import tempfile
+    from pathlib import Path
+
+    from engine.gguf_loader import read_gguf
+    from tests.engine.test_quant_types import quantize
+    from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = write_tiny_gguf(Path(tmp) / "f16.gguf", d_model=inp, n_heads=4, n_kv_heads=2, ffn_dim=out * 4,
+                              n_layers=1, tensor_type="F16", tied=False, context_length=256)
+        dst = quantize(src, Path(tmp) / "q.gguf", type_name)
+        t = next(t for t in read_gguf(dst).tensors if t.name == "blk.0.ffn_up.weight")
+        assert t.tensor_type.name == type_name, t.tensor_type.name
+        return np.array(t.data).reshape(out * 4, -1)[:out]
+
+
 def test_group_format_keeps_four_bit_only_when_every_member_is():
     assert quant.group_format(["Q4_K", "Q4_K"]) == "q4_k"
+    assert quant.group_format(["Q6_K"]) == "q6_k"
+    assert quant.group_format(["Q6_K"], ("q8_0", "q4_0", "q4_1", "q4_k")) == "q8_0"  # (no q6_k tile here)
     assert quant.group_format(["Q4_0", "Q4_0"]) == "q4_0"
     assert quant.group_format(["Q4_0", "Q4_1", "Q4_K"]) == "q4_1"
     assert quant.group_format(["Q4_K", "Q6_K"]) == "q8_0"

@@ -51,7 +51,7 @@ def test_pieces_divide_the_blocks_and_fit_the_fused_width():
         assert (inp // 32) % p == 0 and inp // p <= quant.XLA_MATVEC_WIDTH, inp
 
 
-@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize("fmt", list(quant.XLA_FORMS))  # (the formats the XLA path holds)
 @pytest.mark.parametrize("out, inp", SHAPES)
 def test_xla_form_decodes_to_the_blocks_exactly(fmt, out, inp):
     """Same numbers as GGUF's definitions (and so as the kernel's layout): no rounding at load."""
@@ -65,7 +65,7 @@ def test_xla_form_decodes_to_the_blocks_exactly(fmt, out, inp):
     assert w.nbytes == quant.nbytes(quant.XLA_FORMS[fmt], out, inp)
 
 
-@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize("fmt", list(quant.XLA_FORMS))  # (the formats the XLA path holds)
 @pytest.mark.parametrize("out, inp", SHAPES)
 def test_xla_product_is_the_f32_product(fmt, out, inp):
     """One row (the fused matrix-vector path, in column blocks when wide) and several (the GEMM
@@ -99,7 +99,7 @@ def test_decode_product_makes_no_f32_copy_of_the_weight(out, inp):
 
 
 @needs_kernel
-@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize("fmt", list(quant.XLA_FORMS))  # (the formats the XLA path holds)
 @pytest.mark.parametrize("out, inp", [(40, 64), (1000, 320), (48, 8192)])
 def test_xla_product_agrees_with_the_kernel(fmt, out, inp):
     """At the kernel's own tolerance (it rounds x to int8 per 32 values, as llama.cpp does)."""

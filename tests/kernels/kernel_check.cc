@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -59,7 +59,7 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 // --- products -------------------------------------------------------------------------------
 
 const char* fmt_name(Fmt f) {
-  return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : "q4_k";
+  return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k" : "q6_k";
 }
 
 struct Weight {
@@ -68,9 +68,14 @@ struct Weight {
   std::vector<double> dense;  // [out][inp], GGUF's meaning of the blocks
   std::vector<int> u;         // [G * 8][inp]: the unsigned value the layout stores
   std::vector<double> dw, coef;  // [G * 8][nb]: the scale and the offset term's coefficient
+  std::vector<double> dw16;      // q6_k: [G * 8][2 nb], each 16 values' d * scale (w = dw16 (u - 32))
   std::vector<uint8_t> q;        // the kernel's layout (engine/quant.py's pack)
   std::vector<uint16_t> d, m;
 };
+
+int block_bytes_of(Fmt f) {
+  return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>() : block_bytes<Fmt::Q4_0>();
+}
 
 Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   Weight w;
@@ -89,7 +94,10 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   const int nsb = nb / BLOCKS_K;
   std::vector<uint16_t> kd((size_t)rows * nsb * 2, 0);
   std::vector<int> ksc((size_t)rows * nb, 0), kmn((size_t)rows * nb, 0);
-  std::uniform_int_distribution<int> six(0, 63);
+  std::uniform_int_distribution<int> six(0, 63), s8(-127, 127);
+  std::vector<uint16_t> qd6((size_t)rows * nsb, 0);  // q6_k: per row and super-block d, and per 16 an int8 scale
+  std::vector<int8_t> qsc6((size_t)rows * 2 * nb, 0);
+  w.dw16.assign((size_t)rows * 2 * nb, 0.0);
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < nb; ++b) {
       dh[(size_t)o * nb + b] = d2h(unit(rng) * 0.02);
@@ -104,6 +112,13 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         w.dw[(size_t)o * nb + b] = h2d(sd[0]) * sc;
         w.coef[(size_t)o * nb + b] = -h2d(sd[1]) * mn;
       }
+      if (fmt == Fmt::Q6_K) {
+        if (b % BLOCKS_K == 0) qd6[(size_t)o * nsb + b / BLOCKS_K] = d2h(unit(rng) * 0.0005);
+        for (int h = 0; h < 2; ++h) {
+          const int sc = qsc6[(size_t)o * 2 * nb + 2 * b + h] = (int8_t)s8(rng);
+          w.dw16[(size_t)o * 2 * nb + 2 * b + h] = h2d(qd6[(size_t)o * nsb + b / BLOCKS_K]) * sc;
+        }
+      }
       const double dk = w.dw[(size_t)o * nb + b], mk = w.coef[(size_t)o * nb + b];
       for (int j = 0; j < QK; ++j) {
         const int i = b * QK + j;
@@ -112,6 +127,10 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           const int s = q8(rng);
           w.u[(size_t)o * inp + i] = s + 128;
           v = s * d;
+        } else if (fmt == Fmt::Q6_K) {
+          const int n = six(rng);
+          w.u[(size_t)o * inp + i] = n;
+          v = (n - 32) * w.dw16[(size_t)o * 2 * nb + 2 * b + j / 16];
         } else {
           const int n = q4(rng);
           w.u[(size_t)o * inp + i] = n;
@@ -125,7 +144,7 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
     for (int o = out; o < rows; ++o)
       for (int i = 0; i < inp; ++i) w.u[(size_t)o * inp + i] = 128;
   // interleave (group g, block b: [steps][8 rows][4 values]) then chunk ([chunk][block][K groups])
-  const int gbytes = fmt == Fmt::Q8_0 ? QK * GROUP : QK / 2 * GROUP;
+  const int gbytes = block_bytes_of(fmt);
   w.q.assign((size_t)w.G * nb * gbytes, 0);
   w.d.assign((size_t)w.G * nb * GROUP, 0), w.m.assign((size_t)w.G * nb * GROUP, 0);
   for (int g = 0; g < w.G; ++g)
@@ -142,13 +161,29 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           for (int k = 0; k < 4; ++k)
             for (int j = 0; j < 4; ++j) {
               const int t = 4 * k + j;
-              dst[32 * k + 4 * row + j] = (uint8_t)(uo[t] | uo[t + 16] << 4);
+              dst[32 * k + 4 * row + j] = (uint8_t)((uo[t] & 15) | (uo[t + 16] & 15) << 4);
+              if (fmt == Fmt::Q6_K)  // the high 2 bits: half h's step k at bits 2k of lane (row, j)
+                for (int h = 0; h < 2; ++h) dst[128 + 32 * h + 4 * row + j] |= (uint8_t)((uo[16 * h + t] >> 4) << (2 * k));
             }
         }
         w.d[at * GROUP + row] = dh[(size_t)o * nb + b];
         w.m[at * GROUP + row] = mh[(size_t)o * nb + b];
       }
     }
+  if (fmt == Fmt::Q6_K) {  // per group and super-block: d [8 rows]; scales [block][half][8 rows]
+    w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 64, 0);
+    int8_t* mb = (int8_t*)w.m.data();
+    for (int g = 0; g < w.G; ++g)
+      for (int sb = 0; sb < nsb; ++sb) {
+        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
+        for (int row = 0; row < GROUP; ++row) {
+          const int o = g * GROUP + row;
+          w.d[at * 8 + row] = qd6[(size_t)o * nsb + sb];
+          for (int j = 0; j < BLOCKS_K; ++j)
+            for (int h = 0; h < 2; ++h) mb[at * 128 + 16 * j + 8 * h + row] = qsc6[(size_t)o * 2 * nb + 2 * (sb * BLOCKS_K + j) + h];
+        }
+      }
+  }
   if (fmt == Fmt::Q4_K) {  // per group and super-block: d [8 rows, dmin 8 rows], 96 scale bytes
     w.d.assign((size_t)w.G * nsb * 16, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
     uint8_t* mb = (uint8_t*)w.m.data();
@@ -181,6 +216,7 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q4_0: qmatmul_rows<Fmt::Q4_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_1: qmatmul_rows<Fmt::Q4_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_K: qmatmul_rows<Fmt::Q4_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q6_K: qmatmul_rows<Fmt::Q6_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
@@ -190,9 +226,9 @@ void check_products(std::mt19937& rng) {
   const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K})
+  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K})
     for (const auto& sh : shapes) {
-      if (fmt == Fmt::Q4_K && sh[1] % QK_K) continue;  // (whole super-blocks only)
+      if ((fmt == Fmt::Q4_K || fmt == Fmt::Q6_K) && sh[1] % QK_K) continue;  // (whole super-blocks only)
       const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
       const int O = w.G * GROUP, I = w.inp, nb = w.nb;
       std::vector<float> x((size_t)CMAX * I);
@@ -208,7 +244,18 @@ void check_products(std::mt19937& rng) {
           double r = 0, qr = 0, mag = 0;
           if (o < w.out)
             for (int i = 0; i < I; ++i) r += (double)x[(size_t)c * I + i] * w.dense[(size_t)o * I + i];
-          for (int b = 0; b < nb; ++b) {
+          for (int b = 0; b < nb && w.fmt == Fmt::Q6_K; ++b)
+            for (int h = 0; h < 2; ++h) {  // d scale (sum(u x) - 32 sum(x)) per 16 values
+              long sum = 0, asum = 0, n = 0;
+              for (int j = 16 * h; j < 16 * h + 16; ++j) {
+                const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
+                sum += p, asum += std::labs(p), n += xq[b * QK + j];
+              }
+              const double dd = w.dw16[(size_t)o * 2 * nb + 2 * b + h] * xd[b];
+              qr += dd * (double)(sum - 32 * n);
+              mag += std::fabs(dd) * (double)(asum + 32 * std::labs(n));
+            }
+          for (int b = 0; b < nb && w.fmt != Fmt::Q6_K; ++b) {
             long sum = 0, asum = 0;
             for (int j = 0; j < QK; ++j) {
               const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
