@@ -16,6 +16,7 @@ Colours come from the palette, so light and dark themes both work.
 """
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
@@ -37,6 +38,11 @@ def fmt_bytes(n: float | None) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
+
+
+def wrapped(tip: str) -> str:
+    """A tooltip that wraps: Qt shows plain text on one line, as wide as the screen."""
+    return "<p>" + html.escape(tip, quote=False).replace("\n", "<br>") + "</p>"
 
 
 def words(tokens: int) -> str:
@@ -330,7 +336,7 @@ class MemoryGauge(QWidget):
             tip = next((t for top, bottom, t in self._tips if top <= y < bottom),
                        "Memory over this session: Pinwheel's memory use (green) stays flat while the text seen "
                        "(dashed) climbs; the blue line is the speed.")
-            QToolTip.showText(e.globalPos(), tip, self)
+            QToolTip.showText(e.globalPos(), wrapped(tip), self)
             return True
         return super().event(e)
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton
 from engine.budget import MIN_WINDOW
 from engine.errors import PinwheelError
 
-from .memory_gauge import fmt_bytes, words
+from .memory_gauge import fmt_bytes, words, wrapped
 from .settings_panel import session_plan
 
 
@@ -60,9 +60,9 @@ class PinBar(QFrame):
         self.label = QLabel()
         self.label.setObjectName("pinPreview")
         self.label.setWordWrap(True)
-        self.label.setToolTip("Pinning moves the message's tokens into the attention sinks, which the model always "
+        self.label.setToolTip(wrapped("Pinning moves the message's tokens into the attention sinks, which the model always "
                               "sees. The cache keeps its size, so the sliding window of recent tokens shrinks by as "
-                              "much; unpinning gives them back to the window.")
+                              "much; unpinning gives them back to the window."))
         self.ok = QPushButton("Pin")
         self.ok.setObjectName("pinConfirmButton")
         self.cancel = QPushButton("Cancel")

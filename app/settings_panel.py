@@ -32,7 +32,7 @@ from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW
                            budget_slots, plan_memory, short_window_warning)
 from engine.errors import SettingsError
 
-from .memory_gauge import fmt_bytes, words
+from .memory_gauge import fmt_bytes, words, wrapped
 from .settings import AppSettings
 
 BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
@@ -125,7 +125,7 @@ class SettingsPanel(QWidget):
         self.kvDtypeCombo = _named(QComboBox(), "kvDtypeCombo", "KV cache precision")
         for key, label in PLAIN_KV_LABELS.items():
             self.kvDtypeCombo.addItem(label, key)
-        self.kvDtypeCombo.setToolTip(MEMORY_ROWS["precision"][2])
+        self.kvDtypeCombo.setToolTip(wrapped(MEMORY_ROWS["precision"][2]))
         self.budgetPresetCombo = _named(QComboBox(), "budgetPresetCombo", "Memory budget")
         for label, key in BUDGET_PRESETS:
             self.budgetPresetCombo.addItem(label, key)
@@ -194,7 +194,7 @@ class SettingsPanel(QWidget):
                            ("sinks", self.sinkSpin)):
             label = QLabel(MEMORY_ROWS[key][0])
             label.setObjectName(f"{key}Label")
-            label.setToolTip(MEMORY_ROWS[key][2])
+            label.setToolTip(wrapped(MEMORY_ROWS[key][2]))
             self.memoryLabels[key] = label
             f.addRow(label, field)
         f.addRow("System prompt", self.systemPromptEdit)

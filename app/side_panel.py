@@ -10,7 +10,7 @@ from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_comp
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QScrollArea, QToolButton, QVBoxLayout, QWidget
 
-from .memory_gauge import MemoryGauge
+from .memory_gauge import MemoryGauge, wrapped
 from .settings import AppSettings
 from .settings_panel import SettingsPanel
 
@@ -35,8 +35,8 @@ class SidePanel(QScrollArea):
         self.detailsToggle = QToolButton(text="Details")
         self.detailsToggle.setObjectName("memoryDetailsToggle")
         self.detailsToggle.setAccessibleName("Show memory in exact terms")
-        self.detailsToggle.setToolTip("Show the memory gauge and settings in exact terms: KV cache, slots, "
-                                      "sinks, window, bytes per token, process RSS")
+        self.detailsToggle.setToolTip(wrapped("Show the memory gauge and settings in exact terms: KV cache, "
+                                              "slots, sinks, window, bytes per token, process RSS"))
         self.detailsToggle.setCheckable(True)
         self.detailsToggle.setAutoRaise(True)
         self.detailsToggle.toggled.connect(self.set_details)
