@@ -2,7 +2,7 @@
 model whose footprint is mostly its vocabulary (the embedding is 168M of its 268M parameters),
 for measuring what each vocabulary token costs at run time (`python -m bench.footprint`).
 
-    python -m bench.big_vocab [--out PATH] [--vocab N] [--type Q8_0]
+    python -m bench.big_vocab [--out PATH] [--vocab N] [--type Q8_0] [--shape 270m|1b]
 
 Shape: 18 layers (every sixth global, the rest a 512-token sliding window), d_model 640, 4 heads
 of 256, one KV head, FFN 2048, a tied embedding, Gemma 3's chat template. The vocabulary is a
@@ -21,6 +21,9 @@ import numpy as np
 
 GEMMA_270M = dict(n_layers=18, d_model=640, n_heads=4, n_kv_heads=1, head_dim=256, ffn_dim=2048,
                   sliding_window=512, context_length=32768)
+GEMMA_1B = dict(n_layers=26, d_model=1152, n_heads=4, n_kv_heads=1, head_dim=256, ffn_dim=6912,
+                sliding_window=512, context_length=32768)
+SHAPES = {"270m": GEMMA_270M, "1b": GEMMA_1B}
 VOCAB = 262_144
 TT_NORMAL, TT_CONTROL, TT_USER_DEFINED = 1, 3, 4
 
@@ -54,21 +57,21 @@ def vocabulary(n: int, seed: int = 0) -> tuple[list[str], list[float], list[int]
     return tokens, scores, types
 
 
-def write(path: Path | None = None, n_vocab: int = VOCAB, qtype_name: str = "Q8_0") -> Path:
+def write(path: Path | None = None, n_vocab: int = VOCAB, qtype_name: str = "Q8_0", shape: str = "270m") -> Path:
     import gguf
 
     from bench.ladder import _random_blocks, cache_dir
     from tests.fixtures.family_gguf import TEMPLATES
 
-    path = path or cache_dir() / f"gemma-3-270m-shape-{n_vocab}-{qtype_name}.gguf"
+    path = path or cache_dir() / f"gemma-3-{shape}-shape-{n_vocab}-{qtype_name}.gguf"
     if path.exists():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    s, a = GEMMA_270M, "gemma3"
+    s, a = SHAPES[shape], "gemma3"
     qtype = gguf.GGMLQuantizationType[qtype_name]
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(str(tmp), a)
-    w.add_name(f"Gemma-3-270M shape, {n_vocab}-token vocabulary, {qtype_name} (random weights)")
+    w.add_name(f"Gemma-3-{shape.upper()} shape, {n_vocab}-token vocabulary, {qtype_name} (random weights)")
     d, hd, H, KVH, F = s["d_model"], s["head_dim"], s["n_heads"], s["n_kv_heads"], s["ffn_dim"]
     w.add_uint32(f"{a}.block_count", s["n_layers"])
     w.add_uint32(f"{a}.context_length", s["context_length"])
@@ -130,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="where to write (default: the ladder's cache folder)")
     ap.add_argument("--vocab", type=int, default=VOCAB, help=f"vocabulary size (default {VOCAB:,})")
     ap.add_argument("--type", default="Q8_0", choices=("Q8_0", "Q4_0"), help="weight type (default Q8_0)")
+    ap.add_argument("--shape", default="270m", choices=sorted(SHAPES),
+                    help="Gemma-3-270M's shape (default) or Gemma-3-1B's (26 layers, d_model 1152, FFN 6912)")
     args = ap.parse_args(argv)
-    print(write(args.out, args.vocab, args.type))
+    print(write(args.out, args.vocab, args.type, args.shape))
     return 0
 
 
