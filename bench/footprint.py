@@ -10,8 +10,8 @@ answer one short prompt greedily. Reported per engine:
 peak RSS (the kernel's VmHWM: the whole process, interpreter and libraries included), RSS at the
 end, and seconds from the start of loading to the first token (the file is read once before the
 first repetition, so it is in the page cache). llama.cpp gets n_ctx = our plan's capacity
-(rounded up to 256), 2 threads, its default f16 cache; ours its default (int8 cache, auto
-budget). Ratios are ours / llama.cpp per repetition, then their median.
+(rounded up to 256), 2 threads, its default f16 cache (--llama-kv q8_0: 8-bit, as ours); ours its
+default (int8 cache, auto budget). Ratios are ours / llama.cpp per repetition, then their median.
 
 --stages prints our process's RSS and peak after each step of loading (the high-water mark is
 reset before each step), with the model's weights and cache for reference: the table behind
@@ -62,8 +62,9 @@ print(json.dumps(dict(peak=status("VmHWM"), rss=status("VmRSS"), import_s=t_impo
 LLAMA = _COMMON + r"""
 import llama_cpp
 t_import = time.perf_counter() - t0
+kv = {} if sys.argv[5] == "f16" else dict(type_k=8, type_v=8, flash_attn=True)  # 8: GGML_TYPE_Q8_0
 llm = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[4]), n_threads=2, n_threads_batch=2,
-                      n_batch=512, verbose=False)
+                      n_batch=512, verbose=False, **kv)
 t_load = time.perf_counter() - t0 - t_import
 first = None
 n = 0
@@ -134,20 +135,20 @@ def stages(path: str, prompt: str, tokens: int) -> None:
         print(f"  {name:<32} {_mb(rss)} {_mb(peak)} {t:6.2f}")
 
 
-def compare(path: str, prompt: str, tokens: int, repeat: int, llamacpp: bool) -> dict:
+def compare(path: str, prompt: str, tokens: int, repeat: int, llamacpp: bool, llama_kv: str = "f16") -> dict:
     Path(path).read_bytes()  # into the page cache: both engines start warm
     n_ctx = -(-_capacity(path) // 256) * 256
     runs = {"ours": [], "llamacpp": []}
     for _ in range(repeat):
         runs["ours"].append(_child(OURS, path, prompt, str(tokens)))
         if llamacpp:
-            runs["llamacpp"].append(_child(LLAMA, path, prompt, str(tokens), str(n_ctx)))
-    print(f"{Path(path).name} (n_ctx {n_ctx}, {repeat} runs each, alternating)")
+            runs["llamacpp"].append(_child(LLAMA, path, prompt, str(tokens), str(n_ctx), llama_kv))
+    print(f"{Path(path).name} (n_ctx {n_ctx}, llama.cpp's cache {llama_kv}, {repeat} runs each, alternating)")
     for eng, rs in runs.items():
         for r in rs:
             print(f"  {eng:<9} peak {_mb(r['peak'])} MB  end {_mb(r['rss'])} MB  import {r['import_s']:5.2f} s  "
                   f"load {r['load_s']:5.2f} s  load->first token {r['first_token_s']:5.2f} s")
-    result = {"file": path, "n_ctx": n_ctx, "runs": runs}
+    result = {"file": path, "n_ctx": n_ctx, "llama_kv": llama_kv, "runs": runs}
     if llamacpp:
         ratio = lambda k: statistics.median(o[k] / l[k] for o, l in zip(runs["ours"], runs["llamacpp"]))  # noqa: E731
         result["peak_ratio"] = ratio("peak")
@@ -164,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=16, help="tokens to generate (default 16)")
     ap.add_argument("--prompt", default="Hi")
     ap.add_argument("--no-llamacpp", dest="llamacpp", action="store_false")
+    ap.add_argument("--llama-kv", choices=("f16", "q8_0"), default="f16",
+                    help="llama.cpp's cache type (default f16, its own default; q8_0: 8 bits like ours, "
+                         "with flash attention, which quantized V needs)")
     ap.add_argument("--stages", action="store_true", help="our memory step by step instead")
     ap.add_argument("--json", metavar="FILE", help="also write the results here")
     args = ap.parse_args(argv)
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stages:
             stages(path, args.prompt, args.tokens)
         else:
-            results.append(compare(path, args.prompt, args.tokens, args.repeat, args.llamacpp))
+            results.append(compare(path, args.prompt, args.tokens, args.repeat, args.llamacpp, args.llama_kv))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

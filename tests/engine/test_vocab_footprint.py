@@ -155,3 +155,16 @@ def test_the_library_runtime_term_is_what_a_vocabulary_token_costs(tmp_path):
     per_token = (runtime[sizes[1]] - runtime[sizes[0]]) / (sizes[1] - sizes[0])
     assert per_token <= 300, f"{per_token:.0f} B a vocabulary token"
     assert abs(per_token - library.RUNTIME_PER_TOKEN) <= 0.35 * library.RUNTIME_PER_TOKEN, per_token
+
+
+def test_the_footprint_bench_runs(tiny_bpe_gguf):
+    """bench.footprint's one-shot child and its step-by-step table (llama.cpp aside: the
+    comparison is the bench's, run by hand)."""
+    r = subprocess.run([sys.executable, "-m", "bench.footprint", "--model", str(tiny_bpe_gguf), "--repeat", "1",
+                        "--no-llamacpp", "--tokens", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ours      peak" in r.stdout and "load->first token" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "bench.footprint", "--model", str(tiny_bpe_gguf), "--stages",
+                        "--tokens", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "load_model" in r.stdout and "one reply" in r.stdout
