@@ -256,12 +256,21 @@ def test_tokenizer_ids_match_llama_cpp(family_files, family_models, family):
     ("phi3", "phi3.rope.dimension_count", 17),
     ("phi3", "phi3.rope.dimension_count", 64),
     ("qwen3", "qwen3.rope.dimension_count", 8),  # partial rotary is Phi's alone, as in llama.cpp
+    ("qwen35", "qwen35.ssm.inner_size", 999),  # must be state size x value heads
+    ("qwen35", "qwen35.ssm.group_count", 3),  # key heads must divide value heads
+    ("qwen35", "qwen35.ssm.state_size", -32),
+    ("qwen35", "qwen35.full_attention_interval", 0),
+    ("qwen35", "qwen35.full_attention_interval", 1000),  # no attention layer at all
+    ("qwen35", "qwen35.attention.recurrent_layers", [True, False]),  # not one per layer
+    ("qwen35", "qwen35.ssm.conv_kernel", None),  # missing
 ])
 def test_hostile_family_metadata_is_one_clear_line(family_files, family, key, value):
     from engine.gguf_loader import config_from_metadata, metadata, read_gguf
 
     md = metadata(read_gguf(family_files[family]))
     md[key] = value
+    if value is None:
+        del md[key]
     with pytest.raises(ModelFileError) as e:
         config_from_metadata(md)
     assert "\n" not in str(e.value) and len(str(e.value)) < 300
