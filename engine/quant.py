@@ -14,7 +14,10 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
 - `q6_k`: llama.cpp's Q6_K as stored: w = d * scale * (q - 32), q in 0..63 (its low 4 bits as
   q4_x's nibbles, its high 2 bits beside them), an f16 d per super-block of 256 and an int8
   scale per 16 values. Only where the kernel multiplies it at speed (kernels.formats(): the
-  x86 AVX2 builds); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0.
+  x86 AVX2 builds); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0;
+- `q5_0`, `q5_1`, `q5_k`: Q5_0, Q5_1 and Q5_K as stored: q4_0's, q4_1's and q4_k's layouts with
+  each value's 5th bit beside the nibbles (q5_0: w = d * (q - 16)). Where the kernel has no tile
+  for them they are re-quantized to q8_0; the XLA path holds them as xla_q8 / xla_q8m.
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
@@ -49,11 +52,14 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
-FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k")
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k")
+FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
 # The XLA path's form of each kernel format (see the module doc): int8 values in row order.
-XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla_q8m"}
+XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla_q8m",
+             "q5_0": "xla_q8", "q5_1": "xla_q8m", "q5_k": "xla_q8m"}
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
-                "q6_k": 3 * QK // 4 * GROUP}
+                "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
+                "q5_k": 5 * QK // 8 * GROUP}
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
 _K_D, _K_M = 2 * GROUP, 12 * GROUP
 
@@ -190,6 +196,12 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
     if fmt == "q8_0":  # [nb, 8 steps, 8 rows, 4]
         v = q.reshape(*lead, nb, 8, GROUP, 4).astype(jnp.float32) - 128.0
         v = jnp.moveaxis(v, -2, -4)  # [8 rows, nb, 8 steps, 4]
+    elif fmt in FIVE_BIT:  # the nibbles, plus 16 x the 5th bit: [nb, 8 rows, 4] at bit 4 half + k
+        v = _values(q[..., : QK // 2 * GROUP], "q4_1")
+        hb = q[..., QK // 2 * GROUP :].reshape(*lead, nb, 1, 1, GROUP, 4)
+        shift = (4 * jnp.arange(2, dtype=jnp.uint8)[:, None] + jnp.arange(4, dtype=jnp.uint8)).reshape(2, 4, 1, 1)
+        hi = jnp.moveaxis(((hb >> shift) & 1).astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
+        return v + 16.0 * hi.reshape(*lead, GROUP, nb, QK) - (16.0 if fmt == "q5_0" else 0.0)
     elif fmt == "q6_k":  # the nibbles, plus 16 x the high 2 bits: [nb, half, 8 rows, 4] at bits 2k
         v = _values(q[..., : QK // 2 * GROUP], "q4_1")
         hb = q[..., QK // 2 * GROUP :].reshape(*lead, nb, 2, 1, GROUP, 4)
@@ -274,14 +286,14 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
     if is_xla_form(w):
         return _joined(_dequantize_xla(w.q, w.d, w.m), w.pieces)
     v = _values(_groups(w.q, _BLOCK_BYTES[w.fmt]), w.fmt)
-    if w.fmt == "q4_k":
+    if w.fmt in ("q4_k", "q5_k"):
         dw, coef = _k_scales(_groups(w.d, _K_D), _groups(w.m, _K_M))
         v = v * dw + coef
     elif w.fmt == "q6_k":
         v = v * _k6_scales(_groups(w.d, GROUP), _groups(w.m, 16 * GROUP))
     else:
         v = v * _scales(_groups(w.d, GROUP))
-    if w.fmt == "q4_1":
+    if w.fmt in ("q4_1", "q5_1"):
         v = v + _scales(_groups(w.m, GROUP))
     *lead, G, _, nb, _ = v.shape
     return v.reshape(*lead, G * GROUP, nb * QK)[..., : w.rows or G * GROUP, :]
@@ -300,14 +312,14 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         c = a[g // k]
         return c.reshape(*c.shape[:-1], k, -1)[i, :, g % k]
 
-    if w.fmt == "q4_k":
+    if w.fmt in ("q4_k", "q5_k"):
         dw, coef = _k_scales(group(w.d), group(w.m))
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
     elif w.fmt == "q6_k":
         v = _values(group(w.q), w.fmt)[i, r] * _k6_scales(group(w.d), group(w.m))[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
-    if w.fmt == "q4_1":
+    if w.fmt in ("q4_1", "q5_1"):
         v = v + _scales(group(w.m))[i, r]
     return v.reshape(rows.shape[0], -1)
 
@@ -520,12 +532,58 @@ def blocks_q6_k(raw: np.ndarray):
     return u, d, sc
 
 
+def _unit_values(raw: np.ndarray, type_name: str, block: int, unit: bytes) -> np.ndarray:
+    """The integer values of GGUF blocks, through gguf's own dequantization of a copy whose
+    scales are set to 1 and offsets to 0 (`unit`: the new first bytes of every block): exact
+    small integers, and the bit layout is gguf-py's, not written out here."""
+    import gguf
+
+    b = raw.reshape(-1, block).copy()
+    b[:, : len(unit)] = np.frombuffer(unit, np.uint8)
+    return gguf.quants.dequantize(b, gguf.GGMLQuantizationType[type_name]).reshape(raw.shape[0], -1)
+
+
+_ONE = np.float16(1.0).tobytes()
+
+
+def blocks_q5_0(raw: np.ndarray):
+    """Q5_0 blocks (f16 d, 4 bytes of 5th bits, 16 of nibbles) -> q5_0 rows: unsigned values
+    [rows, in] (0..31) and d [rows, in/32]."""
+    u = (_unit_values(raw, "Q5_0", 22, _ONE) + 16).astype(np.uint8)
+    return u, _f16(raw.reshape(raw.shape[0], -1, 22)[..., :2]), None
+
+
+def blocks_q5_1(raw: np.ndarray):
+    """Q5_1 blocks (f16 d and m, 5th bits, nibbles) -> q5_1 rows: values, d and m [rows, in/32]."""
+    u = _unit_values(raw, "Q5_1", 24, _ONE + bytes(2)).astype(np.uint8)
+    b = raw.reshape(raw.shape[0], -1, 24)
+    return u, _f16(b[..., :2]), _f16(b[..., 2:4])
+
+
+def blocks_q5_k(raw: np.ndarray):
+    """Q5_K super-blocks (f16 d and dmin, 12 bytes of 6-bit scales and mins, 32 of 5th bits, 128
+    of nibbles) -> q5_k rows: values [rows, in] (0..31), d [rows, nsb, 2], the scales and mins
+    [rows, nsb, 16] (as q4_k's)."""
+    from gguf.quants import Q4_K
+
+    rows = raw.shape[0]
+    ones = bytes([1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1])  # every scale 1, every min 0 (the 6-bit packing)
+    u = _unit_values(raw, "Q5_K", 176, _ONE + bytes(2) + ones).astype(np.uint8)
+    b = raw.reshape(-1, 176)
+    sc, mn = Q4_K.get_scale_min(b[:, 4:16].copy())
+    d = np.ascontiguousarray(b[:, 0:4]).view(np.float16).reshape(rows, -1, 2)
+    return u, d, np.concatenate([sc, mn], axis=-1).astype(np.uint8).reshape(rows, -1, 16)
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
           "Q4_1": ("q4_1", lambda raw: _plain_blocks(raw, 20, True, np.uint8)),
           "Q4_K": ("q4_k", blocks_q4_k_native),
-          "Q6_K": ("q6_k", blocks_q6_k)}
+          "Q6_K": ("q6_k", blocks_q6_k),
+          "Q5_0": ("q5_0", blocks_q5_0),
+          "Q5_1": ("q5_1", blocks_q5_1),
+          "Q5_K": ("q5_k", blocks_q5_k)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -570,6 +628,9 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return _interleave_k(q, d, m)
     if fmt == "q6_k":
         return _interleave_6k(q, d, m)
+    if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
+        qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
+        return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
     out, nb = d.shape
     pad = -out % GROUP
     if pad:
@@ -584,6 +645,26 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     qi = u.transpose(0, 2, 3, 1, 4).reshape(G, nb, _BLOCK_BYTES[fmt])
     si = lambda a: None if a is None else a.reshape(G, GROUP, nb).transpose(0, 2, 1)  # noqa: E731
     return qi, si(d), si(m)
+
+
+def _nibbles(v: np.ndarray) -> np.ndarray:
+    """4-bit values [out, in] -> GGUF's nibble order [out, in/2]: byte t of a block holds value t
+    low and t + 16 high."""
+    b = v.reshape(v.shape[0], -1, 2, QK // 2)
+    return (b[:, :, 0] | b[:, :, 1] << 4).astype(np.uint8).reshape(v.shape[0], -1)
+
+
+def _fifth_bits(u: np.ndarray) -> np.ndarray:
+    """The 5th bits of values [out, in] -> [G, nb, 32]: per group and block, lane (row, j) holds
+    value 4k + j's bit at bit k and value 16 + 4k + j's at bit 4 + k (qmatmul.cc's layout)."""
+    pad = -u.shape[0] % GROUP
+    if pad:
+        u = np.concatenate([u, np.zeros((pad, u.shape[1]), u.dtype)])
+    G, nb = u.shape[0] // GROUP, u.shape[1] // QK
+    h = (u >> 4).reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, k, j]
+    shift = (4 * np.arange(2, dtype=np.uint8)[:, None] + np.arange(4, dtype=np.uint8)).reshape(2, 4, 1)
+    lanes = (h << shift).sum(axis=(3, 4), dtype=np.uint8)  # [G, row, block, j]
+    return lanes.transpose(0, 2, 1, 3).reshape(G, nb, 4 * GROUP)
 
 
 def _interleave_k(q: np.ndarray, d: np.ndarray, bits: np.ndarray):
@@ -635,6 +716,10 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K_M))
     if fmt == "q6_k":
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + 16 * GROUP))
+    if fmt == "q5_k":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K_M))
+    if fmt in FIVE_BIT:
+        return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q5_1" else 1))
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -657,14 +742,14 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     turns them into the kernel's layout once filled)."""
     G, nb = -(-out // GROUP), inp // QK
     q = aligned_empty((*lead, G, nb, _BLOCK_BYTES[fmt]), np.uint8)
-    if fmt == "q4_k":
+    if fmt in ("q4_k", "q5_k"):
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K_M), np.uint8)
     if fmt == "q6_k":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, 16 * GROUP), np.int8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
-    return q, d, (aligned_empty(d.shape, np.float16) if fmt == "q4_1" else None)
+    return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 
 
 def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
@@ -673,12 +758,15 @@ def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     as they are. Exact: the XLA form dequantizes to the same numbers as the kernel's."""
     if fmt == "q8_0":
         return q.view(np.int8), d, None
-    if fmt == "q4_k":  # d * scale and -dmin * min per block of 32, in f32 as the kernel forms them
+    if fmt in ("q4_k", "q5_k"):  # d * scale and -dmin * min per block of 32, in f32 as the kernel forms them
         dd = d.astype(np.float32)
         sc, mn = m[..., :8].astype(np.float32), m[..., 8:].astype(np.float32)
         d = (dd[..., :1] * sc).reshape(len(d), -1)
         m = (dd[..., 1:] * -mn).reshape(len(d), -1)
     out, nb = d.shape
+    if fmt in FIVE_BIT:  # (rows of unsigned values already)
+        v = q.astype(np.int8) - np.int8(16 if fmt == "q5_0" else 0)
+        return v, d, None if fmt == "q5_0" else m
     b = q.reshape(out, nb, QK // 2)
     v = np.concatenate([b & 0x0F, b >> 4], axis=-1).reshape(out, nb * QK).view(np.int8)
     if fmt == "q4_0":

@@ -52,8 +52,9 @@ namespace {
 
 constexpr int QK = 32;
 
-// (Q4_KX is q4_k with a chunk's scales decoded to f32 first: qmatmul_rows' choice, not a layout.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K };
+// (Q4_KX and Q5_KX are q4_k and q5_k with a chunk's scales decoded to f32 first: qmatmul_rows'
+// choice, not layouts.)
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -243,26 +244,39 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // and super-block: d, 8 f16; m, 128 int8 scales, [block][its two halves][8 rows]. With the
 // (q - 32) offset applied to each half's integer sum (32 times the x values' sum over its 16),
 // that is the file's 210 bytes a row and super-block.
+//
+// q5_0, q5_1 and q5_k are Q5_0, Q5_1 and Q5_K as stored: q4_0's, q4_1's and q4_k's layouts with
+// each value's 5th bit in one more 32-byte step per group and block (lane (row, j): bit k for
+// value 4k + j, bit 4 + k for value 16 + 4k + j), OR-ed in as bit 4 of the nibble's byte; q5_0's
+// offset is 16. The files' 22, 24 and 176 bytes a row and 32 or 256 values.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
 template <Fmt F>
-constexpr int block_bytes() { return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : QK / 2 * GROUP; }
+constexpr bool five_bit() { return F == Fmt::Q5_0 || F == Fmt::Q5_1 || F == Fmt::Q5_K || F == Fmt::Q5_KX; }
+template <Fmt F>
+constexpr bool k_scales() { return F == Fmt::Q4_K || F == Fmt::Q5_K; }  // Q4_K's d, dmin and 6-bit fields
+template <Fmt F>
+constexpr bool expanded_scales() { return F == Fmt::Q4_KX || F == Fmt::Q5_KX; }
+template <Fmt F>
+constexpr int block_bytes() {
+  return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : five_bit<F>() ? 5 * QK / 8 * GROUP : QK / 2 * GROUP;
+}
 // u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
 constexpr size_t d_per_chunk(int nb, int K) {
-  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 16 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * GROUP
+  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 16 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * GROUP
                                                                          : (size_t)nb * K * GROUP;
 }
 template <Fmt F>
 constexpr size_t m_per_chunk(int nb, int K) {
-  return F == Fmt::Q4_K ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * 64
-                        : F == Fmt::Q4_1 ? (size_t)nb * K * GROUP : 0;
+  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * 64
+                       : F == Fmt::Q4_1 || F == Fmt::Q5_1 ? (size_t)nb * K * GROUP : 0;
 }
 // Formats whose super-blocks span 8 blocks of 32.
 template <Fmt F>
-constexpr bool super_blocks() { return F == Fmt::Q4_K || F == Fmt::Q6_K; }
+constexpr bool super_blocks() { return k_scales<F>() || F == Fmt::Q6_K; }
 
 // q6_k: block b's d (8 rows, f16) and its two halves' scales (8 rows each, int8) for group g.
 struct Q6KScales {
@@ -351,10 +365,10 @@ inline void expand_q4k(const uint16_t* wd, const uint16_t* wm, int nb, int K, fl
 template <Fmt F>
 inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, size_t si, int row, float& dw,
                        float& coef) {
-  if constexpr (F == Fmt::Q4_KX) {  // (wm unused: wd is the chunk's expanded scales)
+  if constexpr (expanded_scales<F>()) {  // (wm unused: wd is the chunk's expanded scales)
     const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
     dw = f[row], coef = f[GROUP + row];
-  } else if constexpr (F == Fmt::Q4_K) {
+  } else if constexpr (k_scales<F>()) {
     const Q4KScales s = q4k_at(wd, wm, b, g, G);
     int sc, mn;
     q4k_scale_min(s, row, sc, mn);
@@ -362,13 +376,13 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
     coef = half_to_float(s.d[GROUP + row]) * (float)-mn;
   } else {
     dw = half_to_float(wd[si + row]);
-    coef = F == Fmt::Q8_0 ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : half_to_float(wm[si + row]);
+    coef = F == Fmt::Q8_0 ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : F == Fmt::Q5_0 ? -16.f * dw : half_to_float(wm[si + row]);
   }
 }
 
 // The tile in plain C++, a row and a block at a time: the portable build's, and the formats a
-// vector tile does not have (q6_k off AVX2). Its q6_k runs the AVX2 tile's float operations
-// (fused multiply-adds, the halves in order), so builds agree bit for bit as for the others.
+// vector tile does not have (q6_k and the 5-bit ones off AVX2). It runs the AVX2 tile's float
+// operations (fused multiply-adds, q6_k's halves in order), so builds agree bit for bit.
 template <Fmt F, int R, int G>
 void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
                  int64_t out_stride) {
@@ -403,10 +417,11 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
               int u;
               if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
               else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
+              if constexpr (five_bit<F>()) u |= ((wb[128 + 4 * row + j] >> k) & 1) << 4;
               sum += u * xb[4 * k + j];
             }
-          acc += (float)sum * (dw * x[r].d[b]);
-          tail += coef * x[r].s[b];
+          acc = std::fma((float)sum, dw * x[r].d[b], acc);  // (fused as the vector tiles' are, whatever
+          tail = std::fma(coef, x[r].s[b], tail);            // the compiler's contraction default)
         }
         out[r * out_stride + g * GROUP + row] = acc + tail;
       }
@@ -436,10 +451,10 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 // dw * u + coef for its stored unsigned u.
 template <Fmt F>
 PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, __m256& dw, __m256& coef) {
-  if constexpr (F == Fmt::Q4_KX) {  // (wm unused: wd is the chunk's expanded scales)
+  if constexpr (expanded_scales<F>()) {  // (wm unused: wd is the chunk's expanded scales)
     const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
     dw = _mm256_loadu_ps(f), coef = _mm256_loadu_ps(f + GROUP);
-  } else if constexpr (F == Fmt::Q4_K) {
+  } else if constexpr (k_scales<F>()) {
     alignas(32) float f[2 * GROUP];
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw = _mm256_load_ps(f), coef = _mm256_load_ps(f + GROUP);
@@ -452,7 +467,9 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
     if constexpr (F == Fmt::Q8_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
     if constexpr (F == Fmt::Q4_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-8.f));
-    if constexpr (F == Fmt::Q4_1) coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wm + ((size_t)b * G + g) * GROUP)));
+    if constexpr (F == Fmt::Q5_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-16.f));
+    if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1)
+      coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wm + ((size_t)b * G + g) * GROUP)));
   }
 }
 
@@ -485,6 +502,17 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
           w[k] = _mm256_and_si256(raw, m4);
           w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         }
+      }
+      if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
+        const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 128)), m10 = _mm256_set1_epi8(0x10);
+        w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(hb, 4), m10));
+        w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(hb, 3), m10));
+        w[2] = _mm256_or_si256(w[2], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m10));
+        w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_slli_epi16(hb, 1), m10));
+        w[4] = _mm256_or_si256(w[4], _mm256_and_si256(hb, m10));
+        w[5] = _mm256_or_si256(w[5], _mm256_and_si256(_mm256_srli_epi16(hb, 1), m10));
+        w[6] = _mm256_or_si256(w[6], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m10));
+        w[7] = _mm256_or_si256(w[7], _mm256_and_si256(_mm256_srli_epi16(hb, 3), m10));
       }
       if constexpr (F == Fmt::Q6_K) {  // the high 2 bits of step k sit at bits 2k of each byte: to bits 4-5
         const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -540,7 +568,7 @@ inline __m128i dot4_128(__m128i u, __m128i s16) {  // 4 int32 lanes: each the su
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector q6_k here yet)
+  if constexpr (F == Fmt::Q6_K || five_bit<F>()) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g)
@@ -744,10 +772,10 @@ inline void load_scales(const uint16_t* p, float32x4_t* v) {
 template <Fmt F>
 PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, float32x4_t* dw,
                             float32x4_t* coef) {
-  if constexpr (F == Fmt::Q4_KX) {  // (wm unused: wd is the chunk's expanded scales)
+  if constexpr (expanded_scales<F>()) {  // (wm unused: wd is the chunk's expanded scales)
     const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
     dw[0] = vld1q_f32(f), dw[1] = vld1q_f32(f + 4), coef[0] = vld1q_f32(f + 8), coef[1] = vld1q_f32(f + 12);
-  } else if constexpr (F == Fmt::Q4_K) {
+  } else if constexpr (k_scales<F>()) {
     float f[2 * GROUP];
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw[0] = vld1q_f32(f), dw[1] = vld1q_f32(f + 4), coef[0] = vld1q_f32(f + 8), coef[1] = vld1q_f32(f + 12);
@@ -764,7 +792,7 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector q6_k here yet)
+  if constexpr (F == Fmt::Q6_K || five_bit<F>()) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
   float32x4_t acc[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
@@ -1068,13 +1096,13 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
     // q4_k: where a chunk takes more than one row tile, its scales are decoded once (to f32)
     // for all of them; a decode step's one tile decodes them as it goes, which keeps the
     // weights streaming (1.4x faster than decoding first, the 16384x2048 product from DRAM).
-    if constexpr (F == Fmt::Q4_K) {
+    if constexpr (k_scales<F>()) {
       if (C > tile_rows(K)) {
         thread_local std::vector<float> expanded;
         expanded.resize((size_t)nb * K * 2 * GROUP);
         expand_q4k(dg, mg, nb, K, expanded.data());
         dg = (const uint16_t*)expanded.data();
-        return widths(std::integral_constant<Fmt, Fmt::Q4_KX>{});
+        return widths(std::integral_constant<Fmt, F == Fmt::Q4_K ? Fmt::Q4_KX : Fmt::Q5_KX>{});
       }
     }
     widths(std::integral_constant<Fmt, F>{});
@@ -1881,6 +1909,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_0, qmatmul<Fmt::Q4_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_1, qmatmul<Fmt::Q4_1>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ4_K, qmatmul<Fmt::Q4_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ6_K, qmatmul<Fmt::Q6_K>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_0, qmatmul<Fmt::Q5_0>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_1, qmatmul<Fmt::Q5_1>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_K, qmatmul<Fmt::Q5_K>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -1908,7 +1939,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 // to q8_0 elsewhere (every build computes every format correctly: tile_scalar).
 extern "C" const char* pinwheel_kernel_formats() {
 #if defined(__AVX2__)
-  return "q8_0 q4_0 q4_1 q4_k q6_k";
+  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k";
 #else
   return "q8_0 q4_0 q4_1 q4_k";
 #endif

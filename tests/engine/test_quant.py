@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k") else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k") else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -21,6 +21,9 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
         d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
         return q, d, rng.integers(0, 64, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt in quant.FIVE_BIT:  # values 0..31, and the base format's scales
+        u = rng.integers(0, 32, (out, inp), dtype=np.uint8)
+        return (u, *_random_rows(rng, quant.FIVE_BIT[fmt], out, inp)[1:])
     if fmt == "q6_k":  # values 0..63; d per super-block; an int8 scale per 16
         q = rng.integers(0, 64, (out, inp), dtype=np.uint8)
         d = (rng.random((out, inp // 256)) * 0.0005).astype(np.float16)
@@ -39,6 +42,14 @@ def _dense(fmt, q, d, m):
     if fmt == "q6_k":  # each 16 values: d * scale * (q - 32)
         s = (d.astype(np.float32)[..., None] * m).reshape(d.shape[0], -1)
         return ((q.astype(np.float32) - 32).reshape(d.shape[0], -1, 16) * s[..., None]).reshape(d.shape[0], -1)
+    if fmt in quant.FIVE_BIT:  # values 0..31 (q5_0's offset 16) with the base format's scales
+        out = q.shape[0]
+        if fmt == "q5_k":
+            dd = d.astype(np.float32)
+            d, m = (dd[..., :1] * m[..., :8]).reshape(out, -1), (dd[..., 1:] * -m[..., 8:].astype(np.float32)).reshape(out, -1)
+        v = q.astype(np.float32).reshape(out, -1, 32) - (16 if fmt == "q5_0" else 0)
+        w = v * d.astype(np.float32)[..., None] + (0 if m is None else m.astype(np.float32)[..., None])
+        return w.reshape(out, -1)
     if fmt == "q4_k":  # block j of a super-block: d * scale[j] * q - dmin * min[j]
         out = d.shape[0]
         dd = d.astype(np.float32)
@@ -108,22 +119,30 @@ def test_q4_k_is_held_as_stored():
     assert sum(a.nbytes for a in quant.pack(*rows, "q4_k")) == raw.nbytes
 
 
-def test_q6_k_is_held_as_stored():
-    """Q6_K super-blocks made by llama.cpp's quantizer, read as q6_k, decode to gguf's own
-    dequantization exactly through the kernel's layout, in the file's 210 bytes a row and
-    super-block; and the kernel's product agrees with that dense matrix."""
+@pytest.mark.parametrize("ftype, type_name, fmt", [("Q6_K", "Q6_K", "q6_k"), ("Q5_K_M", "Q5_K", "q5_k"),
+                                                    ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1")])
+def test_type_is_held_as_stored(ftype, type_name, fmt):
+    """Blocks made by llama.cpp's quantizer, read in their own format, decode to gguf's own
+    dequantization exactly through the kernel's layout, in the file's bytes; and where the
+    kernel has the format, its product agrees with that dense matrix."""
     import gguf
 
-    raw = _llama_quantized_rows("Q6_K", 24, 768)
-    ref = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType.Q6_K).reshape(24, 768)
-    rows = quant.blocks_q6_k(raw)
-    np.testing.assert_array_equal(_dense("q6_k", *rows), ref)
-    w = _qlinear("q6_k", rows)
-    np.testing.assert_array_equal(np.asarray(quant.dequantize(w)), ref)
-    assert quant.nbytes("q6_k", 24, 768) == raw.nbytes == sum(a.nbytes for a in quant.pack(*rows, "q6_k"))
+    raw = _llama_quantized_rows(ftype, type_name, 24, 768)
+    ref = gguf.quants.dequantize(raw, gguf.GGMLQuantizationType[type_name]).reshape(24, 768)
+    assert quant.NATIVE[type_name][0] == fmt
+    rows = quant.NATIVE[type_name][1](raw)
+    np.testing.assert_array_equal(_dense(fmt, *rows), ref)
+    w = _qlinear(fmt, rows, stacked=True)
+    np.testing.assert_array_equal(np.asarray(quant.dequantize(w))[0], ref)
+    assert quant.nbytes(fmt, 24, 768) == raw.nbytes == sum(a.nbytes for a in quant.pack(*rows, fmt) if a is not None)
+    if fmt in kernels.formats():
+        x = np.random.default_rng(5).standard_normal((3, 768)).astype(np.float32)
+        got = np.asarray(quant.matmul(jnp.asarray(x), w, jnp.int32(0)))
+        want = x @ ref.T
+        assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
 
 
-def _llama_quantized_rows(type_name, out, inp):
+def _llama_quantized_rows(ftype, type_name, out, inp):
     """A random [out, inp] matrix quantized by llama.cpp's own quantizer (through a one-tensor
     F32 GGUF and llama_model_quantize's pure mode), as raw block rows."""
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
@@ -137,7 +156,7 @@ def _llama_quantized_rows(type_name, out, inp):
     with tempfile.TemporaryDirectory() as tmp:
         src = write_tiny_gguf(Path(tmp) / "f16.gguf", d_model=inp, n_heads=4, n_kv_heads=2, ffn_dim=out * 4,
                               n_layers=1, tensor_type="F16", tied=False, context_length=256)
-        dst = quantize(src, Path(tmp) / "q.gguf", type_name)
+        dst = quantize(src, Path(tmp) / "q.gguf", ftype)
         t = next(t for t in read_gguf(dst).tensors if t.name == "blk.0.ffn_up.weight")
         assert t.tensor_type.name == type_name, t.tensor_type.name
         return np.array(t.data).reshape(out * 4, -1)[:out]

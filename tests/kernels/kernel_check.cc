@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -59,7 +59,8 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 // --- products -------------------------------------------------------------------------------
 
 const char* fmt_name(Fmt f) {
-  return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k" : "q6_k";
+  return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
+         : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : "q5_k";
 }
 
 struct Weight {
@@ -74,7 +75,8 @@ struct Weight {
 };
 
 int block_bytes_of(Fmt f) {
-  return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>() : block_bytes<Fmt::Q4_0>();
+  return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>()
+         : f == Fmt::Q5_0 || f == Fmt::Q5_1 || f == Fmt::Q5_K ? block_bytes<Fmt::Q5_0>() : block_bytes<Fmt::Q4_0>();
 }
 
 Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
@@ -101,11 +103,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < nb; ++b) {
       dh[(size_t)o * nb + b] = d2h(unit(rng) * 0.02);
-      if (fmt == Fmt::Q4_1) mh[(size_t)o * nb + b] = d2h(-unit(rng) * 0.1);
+      if (fmt == Fmt::Q4_1 || fmt == Fmt::Q5_1) mh[(size_t)o * nb + b] = d2h(-unit(rng) * 0.1);
       const double d = h2d(dh[(size_t)o * nb + b]), m = h2d(mh[(size_t)o * nb + b]);
       w.dw[(size_t)o * nb + b] = d;
-      w.coef[(size_t)o * nb + b] = fmt == Fmt::Q8_0 ? -128.0 * d : fmt == Fmt::Q4_0 ? -8.0 * d : m;
-      if (fmt == Fmt::Q4_K) {
+      w.coef[(size_t)o * nb + b] = fmt == Fmt::Q8_0 ? -128.0 * d : fmt == Fmt::Q4_0 ? -8.0 * d : fmt == Fmt::Q5_0 ? -16.0 * d : m;
+      if (fmt == Fmt::Q4_K || fmt == Fmt::Q5_K) {
         uint16_t* sd = &kd[((size_t)o * nsb + b / BLOCKS_K) * 2];
         if (b % BLOCKS_K == 0) sd[0] = d2h(unit(rng) * 0.002), sd[1] = d2h(unit(rng) * 0.002);
         const int sc = ksc[(size_t)o * nb + b] = six(rng), mn = kmn[(size_t)o * nb + b] = six(rng);
@@ -132,9 +134,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           w.u[(size_t)o * inp + i] = n;
           v = (n - 32) * w.dw16[(size_t)o * 2 * nb + 2 * b + j / 16];
         } else {
-          const int n = q4(rng);
+          const bool five = fmt == Fmt::Q5_0 || fmt == Fmt::Q5_1 || fmt == Fmt::Q5_K;
+          const int n = five ? q4(rng) | (q4(rng) & 1) << 4 : q4(rng);
           w.u[(size_t)o * inp + i] = n;
-          v = fmt == Fmt::Q4_0 ? (n - 8) * d : fmt == Fmt::Q4_K ? n * dk + mk : n * d + m;
+          v = fmt == Fmt::Q4_0 ? (n - 8) * d : fmt == Fmt::Q5_0 ? (n - 16) * d
+              : fmt == Fmt::Q4_K || fmt == Fmt::Q5_K ? n * dk + mk : n * d + m;
         }
         w.dense[(size_t)o * inp + i] = v;
       }
@@ -164,6 +168,8 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
               dst[32 * k + 4 * row + j] = (uint8_t)((uo[t] & 15) | (uo[t + 16] & 15) << 4);
               if (fmt == Fmt::Q6_K)  // the high 2 bits: half h's step k at bits 2k of lane (row, j)
                 for (int h = 0; h < 2; ++h) dst[128 + 32 * h + 4 * row + j] |= (uint8_t)((uo[16 * h + t] >> 4) << (2 * k));
+              if (fmt == Fmt::Q5_0 || fmt == Fmt::Q5_1 || fmt == Fmt::Q5_K)  // the 5th bit: bit k, and 4 + k for t + 16
+                dst[128 + 4 * row + j] |= (uint8_t)((uo[t] >> 4) << k | (uo[t + 16] >> 4) << (4 + k));
             }
         }
         w.d[at * GROUP + row] = dh[(size_t)o * nb + b];
@@ -184,7 +190,7 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         }
       }
   }
-  if (fmt == Fmt::Q4_K) {  // per group and super-block: d [8 rows, dmin 8 rows], 96 scale bytes
+  if (fmt == Fmt::Q4_K || fmt == Fmt::Q5_K) {  // per group and super-block: d [8 rows, dmin 8 rows], 96 scale bytes
     w.d.assign((size_t)w.G * nsb * 16, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
     uint8_t* mb = (uint8_t*)w.m.data();
     for (int g = 0; g < w.G; ++g)
@@ -217,7 +223,10 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q4_1: qmatmul_rows<Fmt::Q4_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_K: qmatmul_rows<Fmt::Q4_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q6_K: qmatmul_rows<Fmt::Q6_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
-    case Fmt::Q4_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
+    case Fmt::Q5_0: qmatmul_rows<Fmt::Q5_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q5_1: qmatmul_rows<Fmt::Q5_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q5_K: qmatmul_rows<Fmt::Q5_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
 
@@ -226,9 +235,9 @@ void check_products(std::mt19937& rng) {
   const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K})
+  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K})
     for (const auto& sh : shapes) {
-      if ((fmt == Fmt::Q4_K || fmt == Fmt::Q6_K) && sh[1] % QK_K) continue;  // (whole super-blocks only)
+      if ((fmt == Fmt::Q4_K || fmt == Fmt::Q6_K || fmt == Fmt::Q5_K) && sh[1] % QK_K) continue;  // (whole super-blocks only)
       const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
       const int O = w.G * GROUP, I = w.inp, nb = w.nb;
       std::vector<float> x((size_t)CMAX * I);
