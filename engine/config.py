@@ -41,6 +41,7 @@ class ModelConfig:
     rope_local_base: float = 10000.0  # rotary base of the local layers
     rope_sections: tuple[int, ...] = ()  # Qwen3.5's multi-section rotary (text: one position in each)
     attn_gate: bool = False  # Qwen3.5: attn_q rows are [q | gate] per head; sigmoid(gate) scales the output
+    nope_layers: tuple[bool, ...] = ()  # SmolLM3: per layer, True where Q and K are not rotated (NoPE)
     # Gated DeltaNet (RECURRENT layers, Qwen3.5): conv taps, head size S, key heads, value heads
     ssm_conv: int = 0
     ssm_state: int = 0

@@ -104,6 +104,12 @@ def _qwen35(md: dict, cfg: ModelConfig) -> dict[str, Any]:
                 rope_sections=sections, ssm_conv=conv, ssm_state=S, ssm_groups=Hk, ssm_heads=Hv)
 
 
+def _smollm3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
+    """Llama blocks whose every 4th layer (il + 1) % 4 == 0 rotates neither Q nor K (NoPE);
+    llama.cpp hard-codes the step (n_no_rope_layer_step = 4, no metadata key)."""
+    return dict(nope_layers=tuple((i + 1) % 4 == 0 for i in range(cfg.n_layers)))
+
+
 FAMILIES: dict[str, Family] = {
     f.arch: f
     for f in (
@@ -116,13 +122,15 @@ FAMILIES: dict[str, Family] = {
                rope_factors=("rope_factors_short.weight", "rope_factors_long.weight"), traits=_phi3,
                turn_format="phi3"),
         Family("qwen35", qk_norm=True, partial_rotary=True, traits=_qwen35, ffn_norm="post_attention_norm.weight"),
+        Family("smollm3", permuted_qk=True, traits=_smollm3),
     )
 }
 SUPPORTED_ARCHS = tuple(FAMILIES)
 
 # What each family is called in messages and in the README.
 FAMILY_NAMES = {"llama": "Llama (2, 3.x; SmolLM, Mistral-style)", "qwen2": "Qwen2 / Qwen2.5", "qwen3": "Qwen3",
-                "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini", "qwen35": "Qwen3.5 (dense)"}
+                "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini", "qwen35": "Qwen3.5 (dense)",
+                "smollm3": "SmolLM3"}
 
 
 # --- tensors: llama.cpp's names (src/llama-arch.cpp) ------------------------------------------

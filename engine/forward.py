@@ -241,6 +241,18 @@ def _global_keys(batch: Batch):
     return (batch.cos, batch.sin, batch.sink_cos, batch.sink_sin, batch.mask, batch.key_sink, batch.order)
 
 
+def _nope(cfg: ModelConfig, i, keys):
+    """SmolLM3's NoPE layers: the identity rotation (cos 1, sin 0) for the query, the sinks and
+    the new keys of layer i where cfg.nope_layers says so; the keys unchanged elsewhere."""
+    if not cfg.nope_layers:
+        return keys
+    off = jnp.asarray(np.array(cfg.nope_layers))[i]
+    cos, sin, scos, ssin, *rest = keys
+    one = lambda c: jnp.where(off, jnp.ones_like(c), c)  # noqa: E731
+    zero = lambda s: jnp.where(off, jnp.zeros_like(s), s)  # noqa: E731
+    return (one(cos), zero(sin), one(scos), zero(ssin), *rest)
+
+
 def _local_keys(batch: Batch):
     lk = batch.local  # no sink rotation in a sliding window: every key at its own position
     return (lk.cos, lk.sin, lk.cos, lk.sin, lk.mask, jnp.zeros(lk.order.shape, bool), lk.order)
@@ -301,7 +313,7 @@ def _attention(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
         att, rows = lax.cond(jnp.asarray(local)[i], loc, glob, q, k, v)
     else:
         j = jnp.asarray(_kind_index(cfg)[1])[i] if cfg.recurrent_layers else i
-        att, rows = _attend(cfg, q, k, v, cache, j, _global_keys(batch), native)
+        att, rows = _attend(cfg, q, k, v, cache, j, _nope(cfg, i, _global_keys(batch)), native)
     if cfg.attn_gate:
         att = att * jax.nn.sigmoid(gate)
     return matmul(att, w.wo, a), rows

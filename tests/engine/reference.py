@@ -99,7 +99,7 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
     S = n_sink + window
     theta_g, theta_l = _thetas(model, cfg, S)
     local_win = (local_slots(cfg, S, n_sink) or 0) - n_sink
-    llama = cfg.arch == "llama"
+    llama = cfg.arch in ("llama", "smollm3")  # llama.cpp's interleaved rotary on permuted Q/K rows
     vec = lambda a, i: np.asarray(a[i], np.float64)  # noqa: E731
     ids = np.asarray(ids)
     n = ids.size
@@ -134,7 +134,9 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
         if cfg.qk_norm:
             q = _rms(q, vec(P.layers.q_norm, a_i), cfg.rms_eps)
             k = _rms(k, vec(P.layers.k_norm, a_i), cfg.rms_eps)
-        if llama:
+        if cfg.nope_layers and cfg.nope_layers[layer]:  # SmolLM3: no rotation at all
+            rot = lambda x, pos: x  # noqa: E731
+        elif llama:
             rot = lambda x, pos: _rope_interleaved(x, pos, theta_g)  # noqa: E731
         elif is_local:
             rot = lambda x, pos: _rope_neox(x, pos, theta_l)  # noqa: E731
