@@ -17,7 +17,11 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   x86 AVX2 builds); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0;
 - `q5_0`, `q5_1`, `q5_k`: Q5_0, Q5_1 and Q5_K as stored: q4_0's, q4_1's and q4_k's layouts with
   each value's 5th bit beside the nibbles (q5_0: w = d * (q - 16)). Where the kernel has no tile
-  for them they are re-quantized to q8_0; the XLA path holds them as xla_q8 / xla_q8m.
+  for them they are re-quantized to q8_0; the XLA path holds them as xla_q8 / xla_q8m;
+- `iq4_nl`, `iq4_xs`: IQ4_NL and IQ4_XS as stored: 4-bit indices into llama.cpp's 16 non-linear
+  values (IQ4_VALUES) in q4_x's nibbles, with q4_0's f16 scale per 32 (iq4_nl) or an f16 d per
+  super-block and a 6-bit scale per 32, w = d (ls - 32) value (iq4_xs); re-quantized to q8_0
+  where the kernel has no tile for them, held as xla_q8 in the XLA path.
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
@@ -52,14 +56,16 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
-FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k")
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs")
 FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
+IQ4 = ("iq4_nl", "iq4_xs")
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
 # The XLA path's form of each kernel format (see the module doc): int8 values in row order.
 XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla_q8m",
-             "q5_0": "xla_q8", "q5_1": "xla_q8m", "q5_k": "xla_q8m"}
+             "q5_0": "xla_q8", "q5_1": "xla_q8m", "q5_k": "xla_q8m", "iq4_nl": "xla_q8", "iq4_xs": "xla_q8"}
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
                 "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
-                "q5_k": 5 * QK // 8 * GROUP}
+                "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP}
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
 _K_D, _K_M = 2 * GROUP, 12 * GROUP
 
@@ -214,6 +220,8 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
         v = jnp.moveaxis(v, -2, -5)  # [8 rows, nb, 2, 4, 4]
         if fmt == "q4_0":
             v = v - 8.0
+        if fmt in IQ4:  # index -> value
+            v = jnp.asarray(IQ4_VALUES, jnp.float32)[v.astype(jnp.int32)]
     return v.reshape(*lead, GROUP, nb, QK)
 
 
@@ -250,6 +258,19 @@ def _k6_scales(d: jax.Array, m: jax.Array) -> jax.Array:
     s = half.to_f32(d)[..., None, :] * sc
     s = jnp.moveaxis(s, -1, -3)  # [8 rows, nsb, 16]
     return jnp.repeat(s.reshape(*s.shape[:-2], -1), QK // 2, axis=-1).reshape(*s.shape[:-2], -1, QK)
+
+
+def _xs_scales(d: jax.Array, m: jax.Array) -> jax.Array:
+    """iq4_xs's d [..., nsb, 8] f16 and 6-bit scales [..., nsb, 48] -> each block's d (ls - 32),
+    f32 [..., 8 rows, nb, 1]."""
+    lo = m[..., :32].reshape(*m.shape[:-1], 8, 1, 4)  # [nsb, block, 1, row & 3]
+    lo = (lo >> jnp.array([0, 4], jnp.uint8).reshape(2, 1)) & 15  # [nsb, block, row >> 2, row & 3]
+    hw = jax.lax.bitcast_convert_type(m[..., 32:].reshape(*m.shape[:-1], 8, 2), jnp.uint16)  # [nsb, block]
+    hi = (hw[..., None] >> (2 * jnp.arange(GROUP, dtype=jnp.uint16))) & 3  # [nsb, block, row]
+    ls = lo.reshape(*lo.shape[:-2], GROUP).astype(jnp.int32) | (hi.astype(jnp.int32) << 4)
+    s = half.to_f32(d)[..., None, :] * (ls - 32).astype(jnp.float32)  # [nsb, block, row]
+    s = jnp.moveaxis(s, -1, -3)  # [8 rows, nsb, block]
+    return s.reshape(*s.shape[:-2], -1, 1)
 
 
 def is_xla_form(w) -> bool:
@@ -291,6 +312,8 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
         v = v * dw + coef
     elif w.fmt == "q6_k":
         v = v * _k6_scales(_groups(w.d, GROUP), _groups(w.m, 16 * GROUP))
+    elif w.fmt == "iq4_xs":
+        v = v * _xs_scales(_groups(w.d, GROUP), _groups(w.m, 6 * GROUP))
     else:
         v = v * _scales(_groups(w.d, GROUP))
     if w.fmt in ("q4_1", "q5_1"):
@@ -317,6 +340,8 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
     elif w.fmt == "q6_k":
         v = _values(group(w.q), w.fmt)[i, r] * _k6_scales(group(w.d), group(w.m))[i, r]
+    elif w.fmt == "iq4_xs":
+        v = _values(group(w.q), w.fmt)[i, r] * _xs_scales(group(w.d), group(w.m))[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt in ("q4_1", "q5_1"):
@@ -575,6 +600,38 @@ def blocks_q5_k(raw: np.ndarray):
     return u, d, np.concatenate([sc, mn], axis=-1).astype(np.uint8).reshape(rows, -1, 16)
 
 
+def _iq4_index(values: np.ndarray) -> np.ndarray:
+    """IQ4 values (as gguf dequantizes them with unit scales) -> their 4-bit indices."""
+    lookup = np.zeros(256, np.uint8)
+    lookup[IQ4_VALUES.view(np.uint8)] = np.arange(16, dtype=np.uint8)
+    return lookup[values.astype(np.int8).view(np.uint8)]
+
+
+def blocks_iq4_nl(raw: np.ndarray):
+    """IQ4_NL blocks (f16 d, 16 bytes of indices in Q4_0's nibble order) -> iq4_nl rows: the
+    nibbles as stored [rows, in/2] and d [rows, in/32]."""
+    b = raw.reshape(raw.shape[0], -1, 18)
+    q = np.ascontiguousarray(b[..., 2:]).reshape(raw.shape[0], -1)
+    return q, _f16(b[..., :2]), None
+
+
+def blocks_iq4_xs(raw: np.ndarray):
+    """IQ4_XS super-blocks (f16 d, 2 + 4 bytes of 6-bit scales, 128 of indices) -> iq4_xs rows:
+    the nibbles as stored [rows, in/2], d [rows, nsb] f16, the scales ls [rows, nsb, 8] (0..63).
+    The scales come from gguf's dequantization with d = 1 and every index 8 (value 1): ls - 32."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 136)
+    probe = b.copy()
+    probe[:, 0:2] = np.frombuffer(_ONE, np.uint8)
+    probe[:, 8:] = 0x88
+    import gguf
+
+    ls = gguf.quants.dequantize(probe, gguf.GGMLQuantizationType.IQ4_XS).reshape(-1, 8, 32)[..., 0] + 32
+    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    q = np.ascontiguousarray(b[:, 8:]).reshape(rows, -1)
+    return q, d, ls.astype(np.uint8).reshape(rows, -1, 8)
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
@@ -583,7 +640,9 @@ NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q6_K": ("q6_k", blocks_q6_k),
           "Q5_0": ("q5_0", blocks_q5_0),
           "Q5_1": ("q5_1", blocks_q5_1),
-          "Q5_K": ("q5_k", blocks_q5_k)}
+          "Q5_K": ("q5_k", blocks_q5_k),
+          "IQ4_NL": ("iq4_nl", blocks_iq4_nl),
+          "IQ4_XS": ("iq4_xs", blocks_iq4_xs)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -628,6 +687,10 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return _interleave_k(q, d, m)
     if fmt == "q6_k":
         return _interleave_6k(q, d, m)
+    if fmt == "iq4_nl":  # q4_0's layout (the nibbles are indices)
+        return interleave(q, d, m, "q4_0")
+    if fmt == "iq4_xs":
+        return _interleave_xs(q, d, m)
     if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
         qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
         return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
@@ -645,6 +708,23 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     qi = u.transpose(0, 2, 3, 1, 4).reshape(G, nb, _BLOCK_BYTES[fmt])
     si = lambda a: None if a is None else a.reshape(G, GROUP, nb).transpose(0, 2, 1)  # noqa: E731
     return qi, si(d), si(m)
+
+
+def _interleave_xs(q: np.ndarray, d: np.ndarray, ls: np.ndarray):
+    """interleave for iq4_xs: the nibbles as q4_x's; per group and super-block the 8 rows' d, and
+    their 6-bit scales packed as qmatmul.cc reads them (48 bytes: low 4 bits of rows r and r + 4
+    in byte 4j + r, the high 2 bits at bits 2 row of a 16-bit word per block)."""
+    out, nsb = d.shape
+    pad = -out % GROUP
+    if pad:
+        q, d, ls = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (q, d, ls))
+    G = (out + pad) // GROUP
+    qi = q.reshape(G, GROUP, nsb * 8, 4, 4).transpose(0, 2, 3, 1, 4).reshape(G, nsb * 8, QK // 2 * GROUP)
+    di = d.reshape(G, GROUP, nsb).transpose(0, 2, 1)
+    s = ls.reshape(G, GROUP, nsb, 8).transpose(0, 2, 3, 1).astype(np.uint16)  # [G, nsb, block, row]
+    lo = ((s[..., :4] & 15) | (s[..., 4:] & 15) << 4).astype(np.uint8).reshape(G, nsb, 32)
+    hi = ((s >> 4) << (2 * np.arange(GROUP, dtype=np.uint16))).sum(-1, dtype=np.uint16)  # [G, nsb, block]
+    return qi, di, np.concatenate([lo, hi.astype("<u2").view(np.uint8).reshape(G, nsb, 16)], axis=-1)
 
 
 def _nibbles(v: np.ndarray) -> np.ndarray:
@@ -720,6 +800,8 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K_M))
     if fmt in FIVE_BIT:
         return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q5_1" else 1))
+    if fmt == "iq4_xs":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + 6 * GROUP))
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -748,6 +830,9 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     if fmt == "q6_k":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, 16 * GROUP), np.int8)
+    if fmt == "iq4_xs":
+        nsb = inp // QK_K
+        return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, 6 * GROUP), np.uint8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 
@@ -763,6 +848,12 @@ def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         sc, mn = m[..., :8].astype(np.float32), m[..., 8:].astype(np.float32)
         d = (dd[..., :1] * sc).reshape(len(d), -1)
         m = (dd[..., 1:] * -mn).reshape(len(d), -1)
+    if fmt == "iq4_xs":  # d (ls - 32) per block of 32, in f32 (exact: 11 bits times 6)
+        d = (d.astype(np.float32)[..., None] * (m.astype(np.float32) - 32)).reshape(len(d), -1)
+    if fmt in IQ4:  # indices -> values
+        b = q.reshape(q.shape[0], -1, QK // 2)
+        idx = np.concatenate([b & 0x0F, b >> 4], axis=-1).reshape(q.shape[0], -1)
+        return IQ4_VALUES[idx], d, None
     out, nb = d.shape
     if fmt in FIVE_BIT:  # (rows of unsigned values already)
         v = q.astype(np.int8) - np.int8(16 if fmt == "q5_0" else 0)

@@ -54,7 +54,7 @@ constexpr int QK = 32;
 
 // (Q4_KX and Q5_KX are q4_k and q5_k with a chunk's scales decoded to f32 first: qmatmul_rows'
 // choice, not layouts.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -249,11 +249,21 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // each value's 5th bit in one more 32-byte step per group and block (lane (row, j): bit k for
 // value 4k + j, bit 4 + k for value 16 + 4k + j), OR-ed in as bit 4 of the nibble's byte; q5_0's
 // offset is 16. The files' 22, 24 and 176 bytes a row and 32 or 256 values.
+//
+// iq4_nl and iq4_xs are IQ4_NL and IQ4_XS as stored: 4-bit indices into llama.cpp's 16
+// non-linear values, in q4_x's nibble layout, looked up in the tile with one byte shuffle per
+// step; iq4_nl has q4_0's f16 scale per 32, iq4_xs an f16 d per super-block and a 6-bit scale
+// per 32 (iq4xs_at). The files' 18 and 136 bytes a row and 32 or 256 values.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
 template <Fmt F>
 constexpr bool five_bit() { return F == Fmt::Q5_0 || F == Fmt::Q5_1 || F == Fmt::Q5_K || F == Fmt::Q5_KX; }
+template <Fmt F>
+constexpr bool iq4() { return F == Fmt::IQ4_NL || F == Fmt::IQ4_XS; }
+// IQ4's 16 values (llama.cpp's kvalues_iq4nl) plus 128: the unsigned byte the dot product takes
+// (the 128 comes off through the x block's sum, as q8_0's).
+alignas(16) constexpr uint8_t IQ4_U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 template <Fmt F>
 constexpr bool k_scales() { return F == Fmt::Q4_K || F == Fmt::Q5_K; }  // Q4_K's d, dmin and 6-bit fields
 template <Fmt F>
@@ -266,17 +276,38 @@ constexpr int block_bytes() {
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
 constexpr size_t d_per_chunk(int nb, int K) {
-  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 16 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * GROUP
+  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 16
+         : F == Fmt::Q6_K || F == Fmt::IQ4_XS ? (size_t)nb / BLOCKS_K * K * GROUP
                                                                          : (size_t)nb * K * GROUP;
 }
 template <Fmt F>
 constexpr size_t m_per_chunk(int nb, int K) {
   return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * 64
+         : F == Fmt::IQ4_XS ? (size_t)nb / BLOCKS_K * K * 24
                        : F == Fmt::Q4_1 || F == Fmt::Q5_1 ? (size_t)nb * K * GROUP : 0;
 }
 // Formats whose super-blocks span 8 blocks of 32.
 template <Fmt F>
-constexpr bool super_blocks() { return k_scales<F>() || F == Fmt::Q6_K; }
+constexpr bool super_blocks() { return k_scales<F>() || F == Fmt::Q6_K || F == Fmt::IQ4_XS; }
+
+// iq4_xs: block b's 6-bit scale (ls, w = d (ls - 32) kvalue) for one row of group g, and the
+// super-block's d. Per group and super-block m holds 48 bytes: byte 4j + (row & 3) has block j's
+// low 4 bits of row `row` (low nibble, rows 0-3) or row + 4 (high nibble), and the 16-bit word
+// at byte 32 + 2j their high 2 bits at bits 2 row.
+struct IQ4XSScales {
+  const uint16_t* d;
+  const uint8_t* m;
+  int j;
+};
+inline IQ4XSScales iq4xs_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
+  return {wd + sg * GROUP, (const uint8_t*)wm + sg * 48, b % BLOCKS_K};
+}
+[[maybe_unused]] inline int iq4xs_scale(const IQ4XSScales& s, int row) {
+  uint16_t h;
+  std::memcpy(&h, s.m + 32 + 2 * s.j, 2);
+  return (int)(((s.m[4 * s.j + (row & 3)] >> (4 * (row >> 2))) & 15) | ((h >> (2 * row)) & 3) << 4);
+}
 
 // q6_k: block b's d (8 rows, f16) and its two halves' scales (8 rows each, int8) for group g.
 struct Q6KScales {
@@ -368,6 +399,10 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
   if constexpr (expanded_scales<F>()) {  // (wm unused: wd is the chunk's expanded scales)
     const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
     dw = f[row], coef = f[GROUP + row];
+  } else if constexpr (F == Fmt::IQ4_XS) {
+    const IQ4XSScales s = iq4xs_at(wd, wm, b, g, G);
+    dw = half_to_float(s.d[row]) * (float)(iq4xs_scale(s, row) - 32);
+    coef = -128.f * dw;
   } else if constexpr (k_scales<F>()) {
     const Q4KScales s = q4k_at(wd, wm, b, g, G);
     int sc, mn;
@@ -376,7 +411,8 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
     coef = half_to_float(s.d[GROUP + row]) * (float)-mn;
   } else {
     dw = half_to_float(wd[si + row]);
-    coef = F == Fmt::Q8_0 ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : F == Fmt::Q5_0 ? -16.f * dw : half_to_float(wm[si + row]);
+    coef = F == Fmt::Q8_0 || F == Fmt::IQ4_NL ? -128.f * dw : F == Fmt::Q4_0 ? -8.f * dw : F == Fmt::Q5_0 ? -16.f * dw
+           : half_to_float(wm[si + row]);
   }
 }
 
@@ -418,6 +454,7 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
               if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
               else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
               if constexpr (five_bit<F>()) u |= ((wb[128 + 4 * row + j] >> k) & 1) << 4;
+              if constexpr (iq4<F>()) u = IQ4_U[u];
               sum += u * xb[4 * k + j];
             }
           acc = std::fma((float)sum, dw * x[r].d[b], acc);  // (fused as the vector tiles' are, whatever
@@ -458,6 +495,18 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     alignas(32) float f[2 * GROUP];
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw = _mm256_load_ps(f), coef = _mm256_load_ps(f + GROUP);
+  } else if constexpr (F == Fmt::IQ4_XS) {  // d (ls - 32), the 6-bit ls decoded 8 rows at once
+    const IQ4XSScales s = iq4xs_at(wd, wm, b, g, G);
+    uint32_t lo;
+    uint16_t hi;
+    std::memcpy(&lo, s.m + 4 * s.j, 4), std::memcpy(&hi, s.m + 32 + 2 * s.j, 2);
+    const __m256i l = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)),
+                                       _mm256_set1_epi32(15));
+    const __m256i h = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(hi), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                       _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(h, 4)), _mm256_set1_epi32(32));
+    dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d)), _mm256_cvtepi32_ps(ls));
+    coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
   } else if constexpr (F == Fmt::Q6_K) {  // d * scale of each half (dw: values 0-15, coef: 16-31)
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
@@ -465,7 +514,7 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     coef = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
   } else {
     dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
-    if constexpr (F == Fmt::Q8_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
+    if constexpr (F == Fmt::Q8_0 || F == Fmt::IQ4_NL) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
     if constexpr (F == Fmt::Q4_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-8.f));
     if constexpr (F == Fmt::Q5_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-16.f));
     if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1)
@@ -502,6 +551,10 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
           w[k] = _mm256_and_si256(raw, m4);
           w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
         }
+      }
+      if constexpr (iq4<F>()) {  // each 4-bit index -> its value + 128 (a 16-byte table in every 128-bit lane)
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)IQ4_U));
+        for (int k = 0; k < 8; ++k) w[k] = _mm256_shuffle_epi8(table, w[k]);
       }
       if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
         const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 128)), m10 = _mm256_set1_epi8(0x10);
@@ -568,7 +621,8 @@ inline __m128i dot4_128(__m128i u, __m128i s16) {  // 4 int32 lanes: each the su
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K || five_bit<F>()) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
+  if constexpr (F == Fmt::Q6_K || five_bit<F>() || iq4<F>())
+    return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g)
@@ -792,7 +846,8 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K || five_bit<F>()) return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
+  if constexpr (F == Fmt::Q6_K || five_bit<F>() || iq4<F>())
+    return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
   float32x4_t acc[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
@@ -1912,6 +1967,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ6_K, qmatmul<Fmt::Q6_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_0, qmatmul<Fmt::Q5_0>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_1, qmatmul<Fmt::Q5_1>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_K, qmatmul<Fmt::Q5_K>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_NL, qmatmul<Fmt::IQ4_NL>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_XS, qmatmul<Fmt::IQ4_XS>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -1939,7 +1996,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 // to q8_0 elsewhere (every build computes every format correctly: tile_scalar).
 extern "C" const char* pinwheel_kernel_formats() {
 #if defined(__AVX2__)
-  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k";
+  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs";
 #else
   return "q8_0 q4_0 q4_1 q4_k";
 #endif

@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k") else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs") else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -21,6 +21,10 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
         d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
         return q, d, rng.integers(0, 64, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt == "iq4_xs":  # index nibbles; d per super-block; a 6-bit scale per 32
+        q = rng.integers(0, 256, (out, inp // 2), dtype=np.uint8)
+        d = (rng.random((out, inp // 256)) * 0.001).astype(np.float16)
+        return q, d, rng.integers(0, 64, (out, inp // 256, 8), dtype=np.uint8)
     if fmt in quant.FIVE_BIT:  # values 0..31, and the base format's scales
         u = rng.integers(0, 32, (out, inp), dtype=np.uint8)
         return (u, *_random_rows(rng, quant.FIVE_BIT[fmt], out, inp)[1:])
@@ -42,6 +46,13 @@ def _dense(fmt, q, d, m):
     if fmt == "q6_k":  # each 16 values: d * scale * (q - 32)
         s = (d.astype(np.float32)[..., None] * m).reshape(d.shape[0], -1)
         return ((q.astype(np.float32) - 32).reshape(d.shape[0], -1, 16) * s[..., None]).reshape(d.shape[0], -1)
+    if fmt in quant.IQ4:  # llama.cpp's 16 values, looked up by index, times the block's scale
+        out = q.shape[0]
+        if fmt == "iq4_xs":
+            d = (d.astype(np.float32)[..., None] * (m.astype(np.float32) - 32)).reshape(out, -1)
+        b = q.reshape(out, -1, 16)
+        v = quant.IQ4_VALUES[np.concatenate([b & 0x0F, b >> 4], -1)].astype(np.float32)
+        return (v * d.astype(np.float32)[..., None]).reshape(out, -1)
     if fmt in quant.FIVE_BIT:  # values 0..31 (q5_0's offset 16) with the base format's scales
         out = q.shape[0]
         if fmt == "q5_k":
@@ -120,7 +131,8 @@ def test_q4_k_is_held_as_stored():
 
 
 @pytest.mark.parametrize("ftype, type_name, fmt", [("Q6_K", "Q6_K", "q6_k"), ("Q5_K_M", "Q5_K", "q5_k"),
-                                                    ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1")])
+                                                    ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1"),
+                                                    ("IQ4_NL", "IQ4_NL", "iq4_nl"), ("IQ4_XS", "IQ4_XS", "iq4_xs")])
 def test_type_is_held_as_stored(ftype, type_name, fmt):
     """Blocks made by llama.cpp's quantizer, read in their own format, decode to gguf's own
     dequantization exactly through the kernel's layout, in the file's bytes; and where the

@@ -25,7 +25,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _xla_linear(fmt, rows, layers=1):
     """Row-layout blocks (one per layer) in the XLA form, as the loader builds it (stacked)."""
-    packed = fmt in ("q4_0", "q4_1", "q4_k")  # (q: nibbles, or one value a byte)
+    packed = fmt in ("q4_0", "q4_1", "q4_k", *quant.IQ4)  # (q: nibbles, or one value a byte)
     out, inp = rows[0][0].shape[0], rows[0][0].shape[1] * (2 if packed else 1)
     form, pieces = quant.XLA_FORMS[fmt], quant.xla_pieces(inp)
     q, d, m = quant.empty_xla(form, (layers,), out, inp)

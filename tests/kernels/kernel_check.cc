@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -60,14 +60,16 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 
 const char* fmt_name(Fmt f) {
   return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
-         : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : "q5_k";
+         : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : f == Fmt::Q5_K ? "q5_k"
+         : f == Fmt::IQ4_NL ? "iq4_nl" : "iq4_xs";
 }
 
 struct Weight {
   Fmt fmt;
   int out, inp, nb, G, K, n_chunks;
   std::vector<double> dense;  // [out][inp], GGUF's meaning of the blocks
-  std::vector<int> u;         // [G * 8][inp]: the unsigned value the layout stores
+  std::vector<int> u;         // [G * 8][inp]: the unsigned value the product takes
+  std::vector<int> nib;       // iq4: [G * 8][inp] the stored 4-bit index (u = IQ4_U[nib])
   std::vector<double> dw, coef;  // [G * 8][nb]: the scale and the offset term's coefficient
   std::vector<double> dw16;      // q6_k: [G * 8][2 nb], each 16 values' d * scale (w = dw16 (u - 32))
   std::vector<uint8_t> q;        // the kernel's layout (engine/quant.py's pack)
@@ -99,6 +101,9 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   std::uniform_int_distribution<int> six(0, 63), s8(-127, 127);
   std::vector<uint16_t> qd6((size_t)rows * nsb, 0);  // q6_k: per row and super-block d, and per 16 an int8 scale
   std::vector<int8_t> qsc6((size_t)rows * 2 * nb, 0);
+  std::vector<uint16_t> xd4((size_t)rows * nsb, 0);  // iq4_xs: per row and super-block d, per block a 6-bit ls
+  std::vector<int> xls((size_t)rows * nb, 0);
+  w.nib.assign((size_t)rows * inp, 0);
   w.dw16.assign((size_t)rows * 2 * nb, 0.0);
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < nb; ++b) {
@@ -121,6 +126,13 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           w.dw16[(size_t)o * 2 * nb + 2 * b + h] = h2d(qd6[(size_t)o * nsb + b / BLOCKS_K]) * sc;
         }
       }
+      if (fmt == Fmt::IQ4_NL) w.coef[(size_t)o * nb + b] = -128.0 * d;
+      if (fmt == Fmt::IQ4_XS) {
+        if (b % BLOCKS_K == 0) xd4[(size_t)o * nsb + b / BLOCKS_K] = d2h(unit(rng) * 0.001);
+        const int ls = xls[(size_t)o * nb + b] = six(rng);
+        w.dw[(size_t)o * nb + b] = h2d(xd4[(size_t)o * nsb + b / BLOCKS_K]) * (ls - 32);
+        w.coef[(size_t)o * nb + b] = -128.0 * w.dw[(size_t)o * nb + b];
+      }
       const double dk = w.dw[(size_t)o * nb + b], mk = w.coef[(size_t)o * nb + b];
       for (int j = 0; j < QK; ++j) {
         const int i = b * QK + j;
@@ -133,6 +145,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           const int n = six(rng);
           w.u[(size_t)o * inp + i] = n;
           v = (n - 32) * w.dw16[(size_t)o * 2 * nb + 2 * b + j / 16];
+        } else if (fmt == Fmt::IQ4_NL || fmt == Fmt::IQ4_XS) {
+          const int idx = q4(rng);
+          w.nib[(size_t)o * inp + i] = idx;
+          w.u[(size_t)o * inp + i] = IQ4_U[idx];
+          v = (IQ4_U[idx] - 128) * (fmt == Fmt::IQ4_NL ? d : dk);
         } else {
           const bool five = fmt == Fmt::Q5_0 || fmt == Fmt::Q5_1 || fmt == Fmt::Q5_K;
           const int n = five ? q4(rng) | (q4(rng) & 1) << 4 : q4(rng);
@@ -165,7 +182,8 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           for (int k = 0; k < 4; ++k)
             for (int j = 0; j < 4; ++j) {
               const int t = 4 * k + j;
-              dst[32 * k + 4 * row + j] = (uint8_t)((uo[t] & 15) | (uo[t + 16] & 15) << 4);
+              const int* src = fmt == Fmt::IQ4_NL || fmt == Fmt::IQ4_XS ? &w.nib[(size_t)o * inp + b * QK] : uo;
+              dst[32 * k + 4 * row + j] = (uint8_t)((src[t] & 15) | (src[t + 16] & 15) << 4);
               if (fmt == Fmt::Q6_K)  // the high 2 bits: half h's step k at bits 2k of lane (row, j)
                 for (int h = 0; h < 2; ++h) dst[128 + 32 * h + 4 * row + j] |= (uint8_t)((uo[16 * h + t] >> 4) << (2 * k));
               if (fmt == Fmt::Q5_0 || fmt == Fmt::Q5_1 || fmt == Fmt::Q5_K)  // the 5th bit: bit k, and 4 + k for t + 16
@@ -176,6 +194,26 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         w.m[at * GROUP + row] = mh[(size_t)o * nb + b];
       }
     }
+  if (fmt == Fmt::IQ4_XS) {  // per group and super-block: d [8 rows]; 48 bytes of 6-bit scales
+    w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 24, 0);
+    uint8_t* mb = (uint8_t*)w.m.data();
+    for (int g = 0; g < w.G; ++g)
+      for (int sb = 0; sb < nsb; ++sb) {
+        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
+        for (int row = 0; row < GROUP; ++row) {
+          const int o = g * GROUP + row;
+          w.d[at * 8 + row] = xd4[(size_t)o * nsb + sb];
+          for (int j = 0; j < BLOCKS_K; ++j) {
+            const int ls = xls[(size_t)o * nb + sb * BLOCKS_K + j];
+            mb[at * 48 + 4 * j + (row & 3)] |= (uint8_t)((ls & 15) << (4 * (row >> 2)));
+            uint16_t h;
+            std::memcpy(&h, &mb[at * 48 + 32 + 2 * j], 2);
+            h |= (uint16_t)((ls >> 4) << (2 * row));
+            std::memcpy(&mb[at * 48 + 32 + 2 * j], &h, 2);
+          }
+        }
+      }
+  }
   if (fmt == Fmt::Q6_K) {  // per group and super-block: d [8 rows]; scales [block][half][8 rows]
     w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 64, 0);
     int8_t* mb = (int8_t*)w.m.data();
@@ -226,6 +264,8 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q5_0: qmatmul_rows<Fmt::Q5_0>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q5_1: qmatmul_rows<Fmt::Q5_1>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q5_K: qmatmul_rows<Fmt::Q5_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ4_NL: qmatmul_rows<Fmt::IQ4_NL>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ4_XS: qmatmul_rows<Fmt::IQ4_XS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
@@ -235,9 +275,11 @@ void check_products(std::mt19937& rng) {
   const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K})
+  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
+                  Fmt::IQ4_XS})
     for (const auto& sh : shapes) {
-      if ((fmt == Fmt::Q4_K || fmt == Fmt::Q6_K || fmt == Fmt::Q5_K) && sh[1] % QK_K) continue;  // (whole super-blocks only)
+      const bool supers = fmt == Fmt::Q4_K || fmt == Fmt::Q6_K || fmt == Fmt::Q5_K || fmt == Fmt::IQ4_XS;
+      if (supers && sh[1] % QK_K) continue;  // (whole super-blocks only)
       const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
       const int O = w.G * GROUP, I = w.inp, nb = w.nb;
       std::vector<float> x((size_t)CMAX * I);
