@@ -68,3 +68,14 @@ def test_profile_step_names_kernels(tiny_bpe_gguf, capsys):
     assert main(["--model", str(tiny_bpe_gguf), "--steps", "1", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "kernel time per step" in out and "per step" in out
+
+
+@pytest.mark.llamacpp
+def test_held_bytes_bench_reports_a_type(capsys):
+    """bench.held_bytes quantizes with llama.cpp and prints held / file (Q4_K_M: held as stored)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from bench import held_bytes
+
+    assert held_bytes.main(["--types", "Q4_K_M"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Q4_K_M"))
+    assert float(line.split("held / file")[1].split()[0]) <= 1.02, line
