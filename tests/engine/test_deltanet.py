@@ -330,22 +330,16 @@ def test_a_q4_k_m_file_from_llama_cpps_quantizer_loads_and_agrees(tmp_path):
     attention and FFN tensors; the conv taps and vectors F32), and the engine agrees with
     llama.cpp on it as closely as on a Q4_1 real model (test_llamacpp_agreement: 0.15 nats).
     Measured 0.082 nats, 98% top-1; a qwen3 file of the same shape and type reads 0.11."""
-    import ctypes
-
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from bench import quality as q
     from engine.gguf_loader import read_gguf
     from tests.engine.test_families import text_ids
+    from tests.engine.test_quant_types import quantize
     from tests.fixtures.family_gguf import FAMILY_SPECS
 
     extra = {**FAMILY_SPECS["qwen35"].extra, "rope_dims": 32, "sections": [6, 5, 5, 0], "weight_std": 0.02}
     src = write_family_gguf(tmp_path / "f16.gguf", "qwen35", tensor_type="F16", d_model=256, ffn_dim=512,
                             head_dim=64, extra=extra)  # 256 wide: Q4_K's super-blocks fit every row
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    params.nthread = 2
-    dst = tmp_path / "q4km.gguf"
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    dst = quantize(src, tmp_path / "q4km.gguf", "Q4_K_M")
     types = {t.name: t.tensor_type.name for t in read_gguf(dst).tensors}
     assert types["blk.0.ssm_alpha.weight"] == "Q4_K" and types["blk.0.ssm_conv1d.weight"] == "F32"
     model = load_model(dst)

@@ -4,8 +4,6 @@ held in the narrowest format its own tensors allow (quant.MixedLinear), not the 
 the widest. Checked against the float64 reference, on both paths, and for what is reported."""
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 import pytest
 
@@ -107,19 +105,15 @@ def test_layer_of_reads_each_layer_from_its_part(mixed_model):
 def test_a_q4_k_m_file_from_llama_cpps_quantizer_agrees_with_llama_cpp(tmp_path):
     """The real thing: llama.cpp's own quantizer makes a Q4_K_M file from an F16 one (its
     use_more_bits layers get Q6_K), and the engine holds it per layer and agrees with llama.cpp."""
-    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
     from bench import quality as q
     from tests.engine.test_families import MAX_MEAN_ABS_DLOGP, text_ids
+    from tests.engine.test_quant_types import quantize
 
     # weight_std 0.04: at the fixture's 0.08 this 256-wide model's F16 file already reads 0.08
     # nats against llama.cpp (the engine re-quantizes F16 to Q8_0), at 0.04 0.015
     src = write_tiny_gguf(tmp_path / "f16.gguf", d_model=256, n_heads=4, n_kv_heads=2, ffn_dim=512, n_layers=8,
                           tensor_type="F16", tied=False, context_length=1024, weight_std=0.04)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
-    params.nthread = 2
-    dst = tmp_path / "q4km.gguf"
-    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+    dst = quantize(src, tmp_path / "q4km.gguf", "Q4_K_M")
     types = {t.name: t.tensor_type.name for t in read_gguf(dst).tensors}
     assert types["blk.0.ffn_down.weight"] == "Q6_K" and types["blk.1.ffn_down.weight"] == "Q4_K"
     model = load_model(dst)

@@ -13,6 +13,7 @@ import pytest
 from bench.ladder import Rung, write
 from engine.gguf_loader import metadata, read_gguf
 from engine.tokenizer import Tokenizer
+from tests.engine.test_load_memory import PROBE  # (the same child: base, steady, peak, weights)
 from tests.fixtures.tiny_gguf import train_spm_vocab
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,20 +94,6 @@ def test_reading_the_metadata_makes_no_object_per_string_until_asked(tmp_path, t
     field = reader.fields["tokenizer.ggml.tokens"]
     assert field.contents(5) == ours["tokenizer.ggml.tokens"][5]
     assert field.contents(slice(-3, None)) == ours["tokenizer.ggml.tokens"][-3:]
-
-
-PROBE = """
-import jax.numpy as jnp
-from engine.sysmem import rss_bytes, trim
-from engine.code_pages import release_library_code
-jnp.zeros(1).block_until_ready(); release_library_code(); trim(); base = rss_bytes()  # as load_model does first
-open("/proc/self/clear_refs", "w").write("5")
-from engine import load_model
-m = load_model({path!r}); trim()
-steady = rss_bytes()
-peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
-print(base, steady, peak, m.weight_bytes)
-"""
 
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc peak-RSS reset")
