@@ -128,6 +128,7 @@ class MessageWidget(QFrame):
         self.continueButton.setVisible(False)
 
         self.pinButton = QToolButton(text="Pin")
+        self.pinButton.setObjectName("pinButton")
         self.pinButton.setCheckable(True)
         self.pinButton.setToolTip("Pin: keep this message's tokens in the sinks so the model always sees it")
         self.pinButton.clicked.connect(lambda checked: self._pin_clicked(checked))

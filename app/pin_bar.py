@@ -43,7 +43,11 @@ def pin_preview(stats, config, settings, index: int, pinned: bool, name: str) ->
     if pinned and new.sinks < wanted:
         text += (f" Only {new.sinks - stats.sink_tokens:,} of its tokens fit in the sinks (the window keeps "
                  f"at least {MIN_WINDOW} tokens).")
-    if pinned and mm.tokens_in_cache < mm.tokens:
+    if stats.reread_pending:
+        # another version was stepped to: the cache still holds the one before, so the pin
+        # re-reads the version shown (whose sizes, above, the engine counted without reading it)
+        text += " This version of the conversation will be read into the model first."
+    elif pinned and mm.tokens_in_cache < mm.tokens:
         text += " It has left the window, so it will be read again."
     return text, True
 

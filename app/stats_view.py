@@ -45,10 +45,16 @@ def show_stats(win, snap) -> None:
             panel.applied_plan = dataclasses.replace(plan, sinks=int(s.sink_tokens), window=int(s.window))
             panel.refresh_preview()
         panel.set_pinned_tokens(pinned_tokens)  # (refreshes the preview if they changed)
-    show_cache(win, int(s.cache_tokens), int(s.capacity))
+    if s.reread_pending:
+        # a version stepped to with ‹ ›: the cache still holds the one before it; count the
+        # version shown (what the cache will hold, at most its capacity) and say when that is
+        shown = min(sum(int(mm.tokens) for mm in s.messages), int(s.capacity))
+        show_cache(win, shown, int(s.capacity), " (re-read at the next reply)")
+    else:
+        show_cache(win, int(s.cache_tokens), int(s.capacity))
     if win.generating and snap.tok_s:
         win.speedLabel.setText(f"{snap.tok_s:.1f} tok/s")
 
 
-def show_cache(win, tokens: int, capacity: int) -> None:
-    win.cacheLabel.setText(f"cache {tokens:,} / {capacity:,}")
+def show_cache(win, tokens: int, capacity: int, note: str = "") -> None:
+    win.cacheLabel.setText(f"cache {tokens:,} / {capacity:,}{note}")

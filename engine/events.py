@@ -31,6 +31,10 @@ class SessionStats:
     # False when the template folds the system prompt into the first user turn (Gemma): the
     # sinks then hold only the turn's opening, not the prompt itself
     system_in_sinks: bool = True
+    # True while another version of the conversation is shown than the cache holds (stepped to
+    # with ‹ ›): the counts above are the cache's, `messages` the shown version's sizes; the
+    # next reply (or a pin) re-reads it
+    reread_pending: bool = False
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "messages"}

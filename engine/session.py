@@ -120,6 +120,9 @@ class ChatSession:
         self._dirty = False  # the cache no longer matches the chunks: re-encode before use
         # (messages, chunks, rendered, pending) the cache holds while another version is shown
         self._held: tuple | None = None
+        # each message's tokens in a version shown but not read yet ({index: tokens}): stats()
+        # reports them so pinning can be priced before the re-read (None once the cache holds it)
+        self._unread: dict[int, int] | None = None
         # Prompt-lookup speculative decoding: same output, fewer steps where the text repeats.
         self.speculative = speculative
         self.drafter = PromptLookup(max_draft=DRAFT_ROWS - 1)
@@ -305,13 +308,18 @@ class ChatSession:
         held = self._held
         if held is not None and _same_turns(new, held[0]):
             self.messages, self._chunks, self._rendered, self._pending = held
-            self._held, self._dirty = None, False
+            self._held, self._dirty, self._unread = None, False, None
             return True
         if held is None and not self._dirty:
             self._held = (self.messages, self._chunks, self._rendered, self._pending)
         self.messages = new
         self._chunks, self._rendered, self._pending = [], "", []
         self._dirty = True
+        # only tokenized (no model work): the sizes a pin preview needs, without the re-read
+        try:
+            self._unread = {c.msg: len(c.ids) for c in self._chunked(add_generation_prompt=False)[0]}
+        except Exception:  # noqa: BLE001 - a template that fails here fails the re-read, which says why
+            self._unread = None
         return False
 
     def warmup(self) -> None:
@@ -329,7 +337,7 @@ class ChatSession:
             for m in messages if m.get("role") in ("user", "assistant")
         ]
         self._chunks, self._pending, self._rendered = [], [], ""
-        self._held = None
+        self._held = self._unread = None
         self.drafter.reset()
         self._dirty = bool(self.messages)
         if not self.messages:
@@ -402,6 +410,11 @@ class ChatSession:
                     acc = per_msg.setdefault(msg, [0, 0])
                     acc[0] += b - a
                     acc[1] += int(((positions >= a) & (positions < b)).sum())
+        unread = self._unread if not self._chunks else None
+        if unread is not None:
+            # a version not read yet: its sizes, as if all in view (what the re-read keeps is
+            # not known until it runs); `reread_pending` says the cache still holds another
+            per_msg = {i: [n, n] for i, n in unread.items()}
         msgs = tuple(
             MessageMemory(i, "system" if i < 0 else self.messages[i]["role"], n, k,
                           i >= 0 and bool(self.messages[i].get("pinned")))
@@ -414,6 +427,7 @@ class ChatSession:
             weight_bytes=self.model.weight_bytes, rss_bytes=rss_bytes(),
             kv_dtype=self.plan.kv_dtype, messages=msgs,
             system_in_sinks=not self.system or self.system in self._system_text,
+            reread_pending=unread is not None,
         )
 
     # --- turns -----------------------------------------------------------------------------
@@ -551,6 +565,11 @@ class ChatSession:
     # --- re-encoding -----------------------------------------------------------------------
     def _rechunk(self, add_generation_prompt: bool) -> None:
         """Token chunks for the conversation as stored, by rendering growing prefixes."""
+        chunks, full = self._chunked(add_generation_prompt)
+        self._chunks, self._rendered, self._pending, self._unread = chunks, full, [], None
+
+    def _chunked(self, add_generation_prompt: bool) -> tuple[list[Chunk], str]:
+        """(the conversation's token chunks, its full render); changes nothing."""
         msgs = self._template_messages()
         offset = len(msgs) - len(self.messages)
         chunks = [Chunk(-1, array("i", self._system_ids))] if self._system_ids else []
@@ -572,7 +591,7 @@ class ChatSession:
             else:
                 chunks.append(Chunk(i, array("i", self._encode(full[prev:end], first=not chunks))))
             prev = end
-        self._chunks, self._rendered, self._pending = chunks, full, []
+        return chunks, full
 
     def _resync(self, add_generation_prompt: bool):
         """Re-encode the cache from the conversation: sinks (system + pinned), then only the

@@ -12,11 +12,11 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QAction  # noqa: E402
-from PySide6.QtWidgets import QLabel, QToolButton  # noqa: E402
+from PySide6.QtWidgets import QLabel, QToolButton, QWidget  # noqa: E402
 
-from app.engine_events import CacheRebuilt, StatsReady  # noqa: E402
+from app.engine_events import CacheRebuilt, PinChanged, StatsReady  # noqa: E402
 from app.store import ConversationStore, default_db_path  # noqa: E402
-from tests.app.engine_waits import on  # noqa: E402
+from tests.app.engine_waits import expect, on  # noqa: E402
 
 LOAD_TIMEOUT_MS = 180_000
 REPLY_TIMEOUT_MS = 60_000
@@ -178,6 +178,40 @@ def test_the_cache_follows_the_version_shown_and_stepping_back_re_reads_nothing(
         assert [m["content"] for m in session.messages] == [c for _, c, _ in shown(win)]
     finally:
         win.engine.event.disconnect(slot)
+
+
+def test_pin_works_after_stepping_to_a_version_the_cache_does_not_hold(win, qtbot):
+    """QA B1: after Ctrl+R and ‹, Pin said "This message's size is not known yet" for good (the
+    engine knew sizes only for the version it last read) and the cache count was the old one's."""
+    from PySide6.QtWidgets import QPushButton
+
+    win.sampling_overrides = dict(VARIED, max_tokens=6)
+    send(win, qtbot, "Pick a colour")
+    win.input.setFocus()
+    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS):
+        qtbot.keyClick(win.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    reply = win.chat.widgets[-1]
+    assert reply.findChild(QLabel, "versionLabel").text() == "2/2"
+    with expect(qtbot, win.engine, StatsReady, REPLY_TIMEOUT_MS) as got:
+        qtbot.mouseClick(reply.findChild(QToolButton, "previousVersionButton"), Qt.MouseButton.LeftButton)
+    assert win.chat.widgets[-1].findChild(QLabel, "versionLabel").text() == "1/2"
+    stats = got[0].snapshot.stats
+    cache = win.findChild(QLabel, "statusCache").text()
+    # the count follows the version shown, and says the cache takes it at the next reply
+    assert cache.startswith(f"cache {sum(m.tokens for m in stats.messages):,} /") and "next reply" in cache
+    pin = win.chat.widgets[0].findChild(QToolButton, "pinButton")
+    qtbot.mouseClick(pin, Qt.MouseButton.LeftButton)
+    bar, ok = win.findChild(QWidget, "pinBar"), win.findChild(QPushButton, "pinConfirmButton")
+    text = win.findChild(QLabel, "pinPreview").text()
+    assert bar.isVisible() and ok.isEnabled(), text
+    assert "not known" not in text and "read into the model" in text
+    with expect(qtbot, win.engine, PinChanged, REPLY_TIMEOUT_MS):
+        qtbot.mouseClick(ok, Qt.MouseButton.LeftButton)
+    assert win.chat.messages()[0].pinned and win.store.messages(win.current_id)[0].pinned
+    assert win.chat.widgets[0].findChild(QToolButton, "pinButton").text() == "Unpin"
+    session = win.engine.worker.session  # the pin read the version shown into the cache
+    assert [m["content"] for m in session.messages] == [c for _, c, _ in shown(win)]
+    qtbot.waitUntil(lambda: "next reply" not in win.findChild(QLabel, "statusCache").text(), timeout=REPLY_TIMEOUT_MS)
 
 
 def test_editing_a_middle_message_forks_and_the_old_branch_is_kept(win, qtbot):

@@ -283,7 +283,15 @@ def test_stepping_back_to_the_cached_version_re_reads_nothing(tiny):
     assert v1[-1]["content"] != v2[-1]["content"]
     seen = s.stats().tokens_seen
     assert not s.select_history(v1)  # another version: the cache still holds v2, nothing read
-    assert s.stats().tokens_seen == seen
+    pending = s.stats()
+    assert pending.tokens_seen == seen and pending.reread_pending
+    # its sizes are known before the re-read (a pin is priced from them), the same as after it
+    sizes = {m.index: m.tokens for m in pending.messages}
+    assert set(sizes) >= {0, 1}
+    check = ChatSession(tiny, plan_memory(tiny.config, window=256))
+    check.load_history(v1)
+    check.resync()
+    assert {m.index: m.tokens for m in check.stats().messages} == sizes and not check.stats().reread_pending
     assert s.select_history(v2)  # back to what the cache holds: free
     _, d, again = rebuilt(s.stream("next"))
     assert not again and d.prompt_tokens < 40
