@@ -29,6 +29,9 @@ class ChatPane(QWidget):
         self.pinBar = PinBar()
         self.editBar = QLabel()
         self.editBar.setObjectName("editBar")
+        # The hint is one long sentence: unwrapped, its width was the chat's minimum (937 px), which
+        # pushed the side panel off the window's edge and held the window that wide.
+        self.editBar.setWordWrap(True)
         self.editBar.setVisible(False)
         self.input = MessageInput()
         self.sendButton = _button("Send", "sendButton", "Send message", "Send (Enter or Ctrl+Enter)")

@@ -48,6 +48,16 @@ def dark_palette() -> QPalette:
 _platform = {}  # the style the platform gave, to go back to for "system"
 
 
+def _tooltips_follow(app) -> None:
+    """Tooltips in the palette just set. QToolTip keeps a palette of its own, taken from the
+    platform at start-up, which QApplication.setPalette does not reach: after a switch at run
+    time the stylesheet's tool-tip-text came from the new theme and the box from the old one
+    (near-white on near-white after light -> dark). setPalette also repaints a tooltip shown."""
+    from PySide6.QtWidgets import QToolTip
+
+    QToolTip.setPalette(app.palette())
+
+
 def apply_theme(app, theme: str = "system") -> str:
     """Set `theme` on the application; returns the scheme in force ("light" or "dark")."""
     from PySide6.QtWidgets import QStyleFactory
@@ -62,6 +72,7 @@ def apply_theme(app, theme: str = "system") -> str:
         app.setStyle(QStyleFactory.create("Fusion"))
         app.setPalette(dark_palette() if theme == "dark" else app.style().standardPalette())
         _platform["overridden"] = True
+        _tooltips_follow(app)
     else:
         if hasattr(hints, "unsetColorScheme"):
             hints.unsetColorScheme()
@@ -69,6 +80,7 @@ def apply_theme(app, theme: str = "system") -> str:
             app.setStyle(QStyleFactory.create(_platform["style"]) or app.style())
             app.setPalette(QPalette())
             _platform["overridden"] = False
+            _tooltips_follow(app)
     scheme = "dark" if app.palette().color(QPalette.ColorRole.Window).lightness() < 128 else "light"
     try:
         from .desktop_integration import apply_style

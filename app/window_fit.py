@@ -6,7 +6,7 @@ first, then the conversations, unless the user asked for one at this width.
 from __future__ import annotations
 
 from . import qt_compat  # noqa: F401  (first: guards a PySide6 bug, see qt_compat)
-from PySide6.QtCore import QMargins, QPoint, QRect, QSize
+from PySide6.QtCore import QEvent, QMargins, QObject, QPoint, QRect, QSize
 
 CHAT_SHARE = 0.6  # the chat keeps at least this share of the window's width; side panels give way
 # ...give or take a styled button row: with the stylesheet the list is 217 px, not 200, and at the
@@ -68,6 +68,22 @@ def fit_to_screen(win) -> None:
         win.resize(fitted.size())
 
 
+class _FloorWatch(QObject):
+    """Lowers the window's floor whenever the chat pane's layout changes: read only at a fit (a
+    resize, a panel shown), the floor kept the width of a bar since hidden (the edit hint's
+    937 px stayed after Escape, until Ctrl+B twice). Only lowers: raised between fits, it held
+    a window that fitted a small screen wider than the screen once the error banner showed."""
+
+    def __init__(self, panels: "PanelFit"):
+        super().__init__(panels.win)
+        self._panels = panels
+
+    def eventFilter(self, obj, e):  # noqa: N802
+        if e.type() == QEvent.Type.LayoutRequest:
+            self._panels.floor(lower_only=True)
+        return False
+
+
 class PanelFit:
     """The conversations and the settings-and-memory panel, each shown when the user wants it
     (remembered in the window's ui_state) and it leaves the chat its share. Acts on the window's
@@ -76,6 +92,7 @@ class PanelFit:
     def __init__(self, win):
         self.win = win
         self.forced = {"conversations": False, "side": False}  # opened by the user at a tight width
+        self._watch = None  # a _FloorWatch on the chat pane, once the window has one
 
     def set_panel(self, which: str, shown: bool) -> None:
         """Show or hide a panel at the user's request (remembered). A panel asked for shows even
@@ -107,14 +124,27 @@ class PanelFit:
         w.sidebar.setVisible(conv)
         w.sidePanel.setVisible(side)
         w.status.fit(width)
-        # The panels' own widths never hold the window wide: a narrower window is let through,
-        # and they give way above. One the user asked for at this width widens the window.
-        split = w.centralWidget()
-        split.setMinimumWidth(w._center.minimumSizeHint().width())
-        need = split.minimumSizeHint().width()
+        split = self.floor()
+        need = split.minimumSizeHint().width()  # one the user asked for at this width widens the window
         if need > width and (self.forced["side"] or self.forced["conversations"]):
             w.resize(need, w.height())
         for a, on in ((w.conversationsAction, conv), (w.sidePanelAction, side)):
             a.blockSignals(True)
             a.setChecked(on)
             a.blockSignals(False)
+
+    def floor(self, lower_only: bool = False):
+        """The window's narrowest: the chat pane's. The panels' own widths never hold the window
+        wide: a narrower window is let through, and they give way above (fit). Returns the
+        splitter (None while the window has none)."""
+        w = self.win
+        split = w.centralWidget()
+        if split is None:
+            return None
+        if self._watch is None:
+            self._watch = _FloorWatch(self)
+            w._center.installEventFilter(self._watch)
+        need = w._center.minimumSizeHint().width()
+        if not lower_only or need < split.minimumWidth():
+            split.setMinimumWidth(need)
+        return split
