@@ -192,13 +192,16 @@ def test_pin_works_after_stepping_to_a_version_the_cache_does_not_hold(win, qtbo
         qtbot.keyClick(win.input, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
     reply = win.chat.widgets[-1]
     assert reply.findChild(QLabel, "versionLabel").text() == "2/2"
-    with expect(qtbot, win.engine, StatsReady, REPLY_TIMEOUT_MS) as got:
+    # (the stats of the step itself: a reply's last stats may still be on their way)
+    with expect(qtbot, win.engine, StatsReady, REPLY_TIMEOUT_MS, lambda ev: ev.snapshot.stats.reread_pending) as got:
         qtbot.mouseClick(reply.findChild(QToolButton, "previousVersionButton"), Qt.MouseButton.LeftButton)
     assert win.chat.widgets[-1].findChild(QLabel, "versionLabel").text() == "1/2"
     stats = got[0].snapshot.stats
-    cache = win.findChild(QLabel, "statusCache").text()
-    # the count follows the version shown, and says the cache takes it at the next reply
-    assert cache.startswith(f"cache {sum(m.tokens for m in stats.messages):,} /") and "next reply" in cache
+    # the count follows the version shown, and says the cache takes it at the next reply (the
+    # window shows stats on its repaint tick, so the label may change a moment after the event)
+    label = win.findChild(QLabel, "statusCache")
+    qtbot.waitUntil(lambda: "next reply" in label.text(), timeout=REPLY_TIMEOUT_MS)
+    assert label.text().startswith(f"cache {sum(m.tokens for m in stats.messages):,} /"), label.text()
     pin = win.chat.widgets[0].findChild(QToolButton, "pinButton")
     qtbot.mouseClick(pin, Qt.MouseButton.LeftButton)
     bar, ok = win.findChild(QWidget, "pinBar"), win.findChild(QPushButton, "pinConfirmButton")
