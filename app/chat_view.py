@@ -270,8 +270,11 @@ class MessageWidget(QFrame):
 
     def _refresh_memory(self) -> None:
         mem, m = self.memory, self.message
-        if m.pinned:
-            text = "◆ pinned (in sinks)"
+        tip = ""
+        if m.pinned:  # plain words first; the term in the tooltip (issue 23's plain words)
+            text = "◆ pinned: always kept in view"
+            tip = ("Pinned: the model keeps this message in view however long the conversation runs. It is held "
+                   "with your system prompt among the attention sinks, the few tokens the memory never lets go of.")
         elif mem is None:
             text = ""
         elif mem.faded:
@@ -281,6 +284,7 @@ class MessageWidget(QFrame):
         else:
             text = ""
         self.memoryLabel.setText(text)
+        self.memoryLabel.setToolTip(tip)
         self.memoryLabel.setVisible(bool(text))
         # a message cut by the window: its start, which the model no longer sees, fades in place
         cut = mem is not None and mem.partial and not m.pinned

@@ -419,7 +419,8 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
     # nothing was edited: the settings preview says the cache is as it is (it said "differs")
     qtbot.waitUntil(lambda: "same as the current cache" in win.settingsPanel.preview_text(), timeout=5000)
     assert win.chat.messages()[0].pinned and not win.chat.widgets[0].faded
-    assert "pinned" in win.chat.widgets[0].memoryLabel.text()
+    label = win.chat.widgets[0].memoryLabel
+    assert "pinned" in label.text() and "sinks" not in label.text() and "attention sinks" in label.toolTip()
     assert stored(data_dir, win.current_id)[0].pinned
     # unpin (from the right-click menu this time) gives the space back
     menu = win.chat.widgets[0].context_menu()
