@@ -14,28 +14,11 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QAction, QColor, QPalette  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLabel, QScrollArea, QToolTip, QWidget  # noqa: E402
 
-from tests.app.test_window_issue23 import (LOAD_TIMEOUT_MS, TITLES, close, seed, set_theme,  # noqa: E402
-                                           tooltip_at, wait_until)
+# the same seeded data folder and window fixtures (module-scoped: this module gets its own)
+from tests.app.test_window_issue23 import (TITLES, seeded, set_theme, tooltip_at,  # noqa: E402,F401
+                                           win)
 
 NARROWEST = 480  # the narrowest window issue 23 promises
-
-
-@pytest.fixture(scope="module")
-def seeded(tmp_path_factory):
-    data = tmp_path_factory.mktemp("pinwheel-issue23-qa")
-    return data, seed(data)
-
-
-@pytest.fixture(scope="module")
-def win(qapp, tiny_bpe_gguf, seeded):
-    from app import MainWindow
-
-    w = MainWindow(model_path=tiny_bpe_gguf, data_dir=seeded[0])
-    w.show()
-    wait_until(lambda: w.model_ready or w.errors, LOAD_TIMEOUT_MS)
-    assert w.model_ready, w.errors
-    yield w
-    close(w)
 
 
 # --------------------------------------------------------------------------- B2. tooltips
