@@ -290,20 +290,28 @@ constexpr size_t m_per_chunk(int nb, int K) {
 template <Fmt F>
 constexpr bool super_blocks() { return k_scales<F>() || F == Fmt::Q6_K || F == Fmt::IQ4_XS; }
 
-// iq4_xs: block b's 6-bit scale (ls, w = d (ls - 32) kvalue) for one row of group g, and the
-// super-block's d. Per group and super-block m holds 48 bytes: byte 4j + (row & 3) has block j's
-// low 4 bits of row `row` (low nibble, rows 0-3) or row + 4 (high nibble), and the 16-bit word
-// at byte 32 + 2j their high 2 bits at bits 2 row.
-struct IQ4XSScales {
+// The K- and IQ-quants keep their scales per group and super-block: where block b's are for group
+// g (of G in the chunk), with D f16 of d and M scale bytes a group and super-block, and the
+// block's index in its super-block.
+struct SuperScales {
   const uint16_t* d;
   const uint8_t* m;
   int j;
 };
-inline IQ4XSScales iq4xs_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+template <int D, int M>
+inline SuperScales super_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
   const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
-  return {wd + sg * GROUP, (const uint8_t*)wm + sg * 48, b % BLOCKS_K};
+  return {wd + sg * D, (const uint8_t*)wm + sg * M, b % BLOCKS_K};
 }
-[[maybe_unused]] inline int iq4xs_scale(const IQ4XSScales& s, int row) {
+
+// iq4_xs: block b's 6-bit scale (ls, w = d (ls - 32) kvalue) for one row of group g, and the
+// super-block's d. Per group and super-block m holds 48 bytes: byte 4j + (row & 3) has block j's
+// low 4 bits of row `row` (low nibble, rows 0-3) or row + 4 (high nibble), and the 16-bit word
+// at byte 32 + 2j their high 2 bits at bits 2 row.
+inline SuperScales iq4xs_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  return super_at<GROUP, 48>(wd, wm, b, g, G);
+}
+[[maybe_unused]] inline int iq4xs_scale(const SuperScales& s, int row) {
   uint16_t h;
   std::memcpy(&h, s.m + 32 + 2 * s.j, 2);
   return (int)(((s.m[4 * s.j + (row & 3)] >> (4 * (row >> 2))) & 15) | ((h >> (2 * row)) & 3) << 4);
@@ -315,28 +323,21 @@ struct Q6KScales {
   const int8_t* sc;
 };
 inline Q6KScales q6k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
-  const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
-  return {wd + sg * GROUP, (const int8_t*)wm + sg * 128 + 16 * (b % BLOCKS_K)};
+  const SuperScales s = super_at<GROUP, 128>(wd, wm, b, g, G);
+  return {s.d, (const int8_t*)s.m + 16 * s.j};
 }
 
-// q4_k: where block b's scales for group g (of G in the chunk) are: the super-block's d (and
-// dmin at + 8) and its 96 scale bytes, and the block's index in it.
-struct Q4KScales {
-  const uint16_t* d;
-  const uint8_t* m;
-  int j;
-};
-inline Q4KScales q4k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
-  const size_t sg = (size_t)(b / BLOCKS_K) * G + g;
-  return {wd + sg * 16, (const uint8_t*)wm + sg * 96, b % BLOCKS_K};
+// q4_k: the super-block's d (and dmin at + 8) and its 96 scale bytes.
+inline SuperScales q4k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  return super_at<16, 96>(wd, wm, b, g, G);
 }
-inline uint32_t q4k_high_bits(const Q4KScales& s) {
+inline uint32_t q4k_high_bits(const SuperScales& s) {
   uint32_t h;
   std::memcpy(&h, s.m + 64 + 4 * s.j, 4);
   return h;
 }
 // Row `row`'s 6-bit scale and min of the block (the scalar tiles' decode).
-[[maybe_unused]] inline void q4k_scale_min(const Q4KScales& s, int row, int& sc, int& mn) {
+[[maybe_unused]] inline void q4k_scale_min(const SuperScales& s, int row, int& sc, int& mn) {
   const uint32_t lo = s.m[8 * s.j + row], h = q4k_high_bits(s);
   sc = (int)((lo & 15) | ((h >> (2 * row)) & 3) << 4);
   mn = (int)((lo >> 4) | ((h >> (16 + 2 * row)) & 3) << 4);
@@ -346,7 +347,7 @@ inline uint32_t q4k_high_bits(const Q4KScales& s) {
 // coef = -dmin * min), each product rounded once, as llama.cpp's dequantization rounds it; the
 // 6-bit fields decoded 8 (or 4) rows at once where there are vectors. expand_q4k writes a whole
 // chunk's (K groups over nb blocks), block b and group g at (b K + g) 16.
-PW_INLINE void decode_q4k(const Q4KScales& s, float* o) {
+PW_INLINE void decode_q4k(const SuperScales& s, float* o) {
 #if defined(__AVX2__)
   const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s.m + 8 * s.j)));
   const __m256i h = _mm256_set1_epi32((int)q4k_high_bits(s));
@@ -400,11 +401,11 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
     const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
     dw = f[row], coef = f[GROUP + row];
   } else if constexpr (F == Fmt::IQ4_XS) {
-    const IQ4XSScales s = iq4xs_at(wd, wm, b, g, G);
+    const SuperScales s = iq4xs_at(wd, wm, b, g, G);
     dw = half_to_float(s.d[row]) * (float)(iq4xs_scale(s, row) - 32);
     coef = -128.f * dw;
   } else if constexpr (k_scales<F>()) {
-    const Q4KScales s = q4k_at(wd, wm, b, g, G);
+    const SuperScales s = q4k_at(wd, wm, b, g, G);
     int sc, mn;
     q4k_scale_min(s, row, sc, mn);
     dw = half_to_float(s.d[row]) * (float)sc;
@@ -496,7 +497,7 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw = _mm256_load_ps(f), coef = _mm256_load_ps(f + GROUP);
   } else if constexpr (F == Fmt::IQ4_XS) {  // d (ls - 32), the 6-bit ls decoded 8 rows at once
-    const IQ4XSScales s = iq4xs_at(wd, wm, b, g, G);
+    const SuperScales s = iq4xs_at(wd, wm, b, g, G);
     uint32_t lo;
     uint16_t hi;
     std::memcpy(&lo, s.m + 4 * s.j, 4), std::memcpy(&hi, s.m + 32 + 2 * s.j, 2);
