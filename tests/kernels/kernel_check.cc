@@ -194,61 +194,53 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         w.m[at * GROUP + row] = mh[(size_t)o * nb + b];
       }
     }
+  // every row of every group and super-block, with `at` the group-super-block's index in the
+  // chunked layout ([chunk][super-block][K groups]), for the formats with scales per super-block
+  auto each_super_row = [&](auto fn) {
+    for (int g = 0; g < w.G; ++g)
+      for (int sb = 0; sb < nsb; ++sb)
+        for (int row = 0; row < GROUP; ++row) fn(((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K, g * GROUP + row, sb, row);
+  };
   if (fmt == Fmt::IQ4_XS) {  // per group and super-block: d [8 rows]; 48 bytes of 6-bit scales
     w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 24, 0);
     uint8_t* mb = (uint8_t*)w.m.data();
-    for (int g = 0; g < w.G; ++g)
-      for (int sb = 0; sb < nsb; ++sb) {
-        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
-        for (int row = 0; row < GROUP; ++row) {
-          const int o = g * GROUP + row;
-          w.d[at * 8 + row] = xd4[(size_t)o * nsb + sb];
-          for (int j = 0; j < BLOCKS_K; ++j) {
-            const int ls = xls[(size_t)o * nb + sb * BLOCKS_K + j];
-            mb[at * 48 + 4 * j + (row & 3)] |= (uint8_t)((ls & 15) << (4 * (row >> 2)));
-            uint16_t h;
-            std::memcpy(&h, &mb[at * 48 + 32 + 2 * j], 2);
-            h |= (uint16_t)((ls >> 4) << (2 * row));
-            std::memcpy(&mb[at * 48 + 32 + 2 * j], &h, 2);
-          }
-        }
+    each_super_row([&](size_t at, int o, int sb, int row) {
+      w.d[at * 8 + row] = xd4[(size_t)o * nsb + sb];
+      for (int j = 0; j < BLOCKS_K; ++j) {
+        const int ls = xls[(size_t)o * nb + sb * BLOCKS_K + j];
+        mb[at * 48 + 4 * j + (row & 3)] |= (uint8_t)((ls & 15) << (4 * (row >> 2)));
+        uint16_t h;
+        std::memcpy(&h, &mb[at * 48 + 32 + 2 * j], 2);
+        h |= (uint16_t)((ls >> 4) << (2 * row));
+        std::memcpy(&mb[at * 48 + 32 + 2 * j], &h, 2);
       }
+    });
   }
   if (fmt == Fmt::Q6_K) {  // per group and super-block: d [8 rows]; scales [block][half][8 rows]
     w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 64, 0);
     int8_t* mb = (int8_t*)w.m.data();
-    for (int g = 0; g < w.G; ++g)
-      for (int sb = 0; sb < nsb; ++sb) {
-        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
-        for (int row = 0; row < GROUP; ++row) {
-          const int o = g * GROUP + row;
-          w.d[at * 8 + row] = qd6[(size_t)o * nsb + sb];
-          for (int j = 0; j < BLOCKS_K; ++j)
-            for (int h = 0; h < 2; ++h) mb[at * 128 + 16 * j + 8 * h + row] = qsc6[(size_t)o * 2 * nb + 2 * (sb * BLOCKS_K + j) + h];
-        }
-      }
+    each_super_row([&](size_t at, int o, int sb, int row) {
+      w.d[at * 8 + row] = qd6[(size_t)o * nsb + sb];
+      for (int j = 0; j < BLOCKS_K; ++j)
+        for (int h = 0; h < 2; ++h) mb[at * 128 + 16 * j + 8 * h + row] = qsc6[(size_t)o * 2 * nb + 2 * (sb * BLOCKS_K + j) + h];
+    });
   }
   if (fmt == Fmt::Q4_K || fmt == Fmt::Q5_K) {  // per group and super-block: d [8 rows, dmin 8 rows], 96 scale bytes
     w.d.assign((size_t)w.G * nsb * 16, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
     uint8_t* mb = (uint8_t*)w.m.data();
-    for (int g = 0; g < w.G; ++g)
-      for (int sb = 0; sb < nsb; ++sb) {
-        const size_t at = ((size_t)(g / w.K) * nsb + sb) * w.K + g % w.K;
-        for (int row = 0; row < GROUP; ++row) {
-          const int o = g * GROUP + row;
-          w.d[at * 16 + row] = kd[((size_t)o * nsb + sb) * 2];
-          w.d[at * 16 + 8 + row] = kd[((size_t)o * nsb + sb) * 2 + 1];
-          for (int j = 0; j < BLOCKS_K; ++j) {
-            const int sc = ksc[(size_t)o * nb + sb * BLOCKS_K + j], mn = kmn[(size_t)o * nb + sb * BLOCKS_K + j];
-            mb[at * 96 + 8 * j + row] = (uint8_t)((sc & 15) | (mn & 15) << 4);
-            uint8_t* hw = &mb[at * 96 + 64 + 4 * j];
-            uint32_t h;
-            std::memcpy(&h, hw, 4);
-            h |= (uint32_t)(sc >> 4) << (2 * row) | (uint32_t)(mn >> 4) << (16 + 2 * row);
-            std::memcpy(hw, &h, 4);
-          }
-        }
+    each_super_row([&](size_t at, int o, int sb, int row) {
+      w.d[at * 16 + row] = kd[((size_t)o * nsb + sb) * 2];
+      w.d[at * 16 + 8 + row] = kd[((size_t)o * nsb + sb) * 2 + 1];
+      for (int j = 0; j < BLOCKS_K; ++j) {
+        const int sc = ksc[(size_t)o * nb + sb * BLOCKS_K + j], mn = kmn[(size_t)o * nb + sb * BLOCKS_K + j];
+        mb[at * 96 + 8 * j + row] = (uint8_t)((sc & 15) | (mn & 15) << 4);
+        uint8_t* hw = &mb[at * 96 + 64 + 4 * j];
+        uint32_t h;
+        std::memcpy(&h, hw, 4);
+        h |= (uint32_t)(sc >> 4) << (2 * row) | (uint32_t)(mn >> 4) << (16 + 2 * row);
+        std::memcpy(hw, &h, 4);
       }
+    });
   }
   return w;
 }
