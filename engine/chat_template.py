@@ -4,7 +4,8 @@ A GGUF's ``tokenizer.chat_template`` is untrusted input (CVE-2024-34359 was a te
 that escaped a plain Jinja2 environment), so it is rendered in an
 ``ImmutableSandboxedEnvironment`` with the same options and helpers Hugging Face
 transformers uses (``trim_blocks``, ``lstrip_blocks``, ``loopcontrols``, ``raise_exception``,
-``strftime_now``, a non-escaping ``tojson``), plus limits:
+``strftime_now``, a non-escaping ``tojson``; ``tools`` and ``documents`` None unless given),
+plus limits:
 
 * output size: rendering is streamed with ``Template.generate()`` and stops once the text
   passes ``max_chars``; string repetition/concatenation/joins/padding that would build a
@@ -343,7 +344,8 @@ class ChatTemplate:
             if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
                 raise TypeError("each message must be a dict with a str 'role' and 'content'")
             msgs.append(dict(m))
-        variables = dict(extra)
+        # as transformers renders: tools and documents are always defined (None when not given)
+        variables = {"tools": None, "documents": None, **extra}
         variables.update(messages=msgs, add_generation_prompt=bool(add_generation_prompt),
                          bos_token=self.bos_token, eos_token=self.eos_token)
 

@@ -85,6 +85,18 @@ def test_hf_helpers():
     assert first == "user" and tools == "none"
 
 
+def test_tools_and_documents_are_none_unless_given_as_in_transformers():
+    # transformers renders with tools=None and documents=None when the caller has none, so a
+    # template may test them against none (Mistral's `{%- if tools is not none and ... %}`):
+    # undefined, that test is true and such a template writes an empty tools block
+    src = ("{% if tools is not none %}[TOOLS]{% for t in tools %}{{ t.name }}{% endfor %}[/TOOLS]{% endif %}"
+           "{{ 'docs' if documents is not none else '' }}{{ messages[-1].content }}")
+    tpl = ChatTemplate(src)
+    assert tpl.render(CONVO, add_generation_prompt=False) == "2+2?"
+    assert tpl.render(CONVO, add_generation_prompt=False, tools=[{"name": "calc"}]) == "[TOOLS]calc[/TOOLS]2+2?"
+    assert tpl.render(CONVO, add_generation_prompt=False, documents=[]) == "docs2+2?"
+
+
 def test_extra_message_keys_are_passed_through():
     src = "{% for m in messages %}{{ m.role }}{{ '*' if m.pinned else '' }} {% endfor %}"
     msgs = [{"role": "user", "content": "a", "pinned": True}, {"role": "assistant", "content": "b"}]
