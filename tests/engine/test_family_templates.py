@@ -2,10 +2,12 @@
 renders them.
 
 The templates in tests/fixtures/templates/ are the ``chat_template`` strings the models ship in
-their tokenizer_config.json / GGUF (see the README there). The reference renderer below is what
-Hugging Face transformers' ``apply_chat_template`` does, minus the sandbox: a plain Jinja2
-environment with trim_blocks, lstrip_blocks, loopcontrols and the helpers raise_exception,
-strftime_now and a non-escaping tojson.
+their tokenizer_config.json / chat_template.jinja / GGUF (see the README there). The reference
+renderer below is what Hugging Face transformers' ``apply_chat_template`` does: an
+ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and loopcontrols, its helpers
+raise_exception, strftime_now and a non-escaping tojson, and ``tools`` and ``documents`` passed
+as None when not given. (Its AssistantTracker extension only adds a ``{% generation %}`` tag,
+which none of these templates uses.)
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pathlib
 import jinja2
 import pytest
 from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from engine.chat_template import ChatTemplate
 from engine.errors import TemplateError
@@ -32,6 +35,8 @@ TOKENS = {
     "phi3": ("<s>", "<|endoftext|>"),
     "phi4mini": ("<|endoftext|>", "<|endoftext|>"),
     "llama3": ("<|begin_of_text|>", "<|eot_id|>"),
+    "qwen35": ("", "<|im_end|>"),
+    "gemma4": ("<bos>", "<eos>"),
 }
 
 # the files are byte-exact copies; an editor adding a final newline would change renders
@@ -42,6 +47,8 @@ SHA256 = {
     "phi3": "78d976a442bcde2f0be15aafbb8e3050e1104f86732266f68403251b89982a90",
     "phi4mini": "febf589225c9728ab791f52e8897d7607a823d45368f0a4c92fa68997b40cce9",
     "llama3": "5816fce10444e03c2e9ee1ef8a4a1ea61ae7e69e438613f3b17b69d0426223a4",
+    "qwen35": "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715",
+    "gemma4": "944e74c5fb3a9ae02bb1f93251ae749b2266b69cfacc1257534f9b57b3efbf11",
 }
 
 FAMILIES = sorted(TOKENS)
@@ -82,8 +89,8 @@ def sandboxed(family: str, messages, **kw) -> str:
 
 
 def reference(family: str, messages, *, add_generation_prompt: bool, **extra) -> str:
-    """transformers' rendering, unsandboxed."""
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    """transformers' rendering (its environment, helpers and render call)."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
 
     def raise_exception(message):
         raise jinja2.exceptions.TemplateError(message)
@@ -99,6 +106,7 @@ def reference(family: str, messages, *, add_generation_prompt: bool, **extra) ->
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
     bos, eos = TOKENS[family]
+    extra = {"tools": None, "documents": None, **extra}  # transformers always passes both
     return env.from_string(source(family)).render(
         messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
         eos_token=eos, **extra)
@@ -244,3 +252,89 @@ def test_llama3_headers_and_eot():
     assert out.endswith("<|start_header_id|>user<|end_header_id|>\n\nAnd 3+3?<|eot_id|>"
                         "<|start_header_id|>assistant<|end_header_id|>\n\n")
     assert out.count("<|begin_of_text|>") == 1
+
+
+# --------------------------------------------------------------------------- the 2026 families
+
+def test_qwen35_thinks_unless_told_not_to():
+    # Qwen3.5 opens a <think> block in the generation prompt; enable_thinking=False closes it empty
+    default = both("qwen35", CONVO, add_generation_prompt=True)
+    assert default.endswith("<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n<think>\n")
+    on = both("qwen35", CONVO, add_generation_prompt=True, enable_thinking=True)
+    assert on == default
+    off = both("qwen35", CONVO, add_generation_prompt=True, enable_thinking=False)
+    assert off == default[:-len("<think>\n")] + "<think>\n\n</think>\n\n"
+
+
+def test_qwen35_drops_earlier_reasoning_and_keeps_the_current_turns():
+    out = both("qwen35", CONVO, add_generation_prompt=False)
+    assert "reasoning" not in out and "<|im_start|>assistant\nanswer<|im_end|>\n" in out
+    # an answer after the last user turn keeps its thinking, given inline or as reasoning_content
+    inline = both("qwen35", CONVO[:3], add_generation_prompt=False)
+    assert inline.endswith("<|im_start|>assistant\n<think>\nreasoning\n</think>\n\nanswer<|im_end|>\n")
+    field = both("qwen35", CONVO[:2] + [{"role": "assistant", "content": "answer",
+                                         "reasoning_content": "reasoning"}], add_generation_prompt=False)
+    assert field == inline
+
+
+def test_qwen35_refuses_a_conversation_without_a_user_turn():
+    # transformers raises too: a system prompt cannot be rendered on its own with this template
+    with pytest.raises(jinja2.exceptions.TemplateError, match="No user query found"):
+        reference("qwen35", CONVO[:1], add_generation_prompt=False)
+    with pytest.raises(TemplateError, match="No user query found"):
+        sandboxed("qwen35", CONVO[:1], add_generation_prompt=False)
+
+
+def test_gemma4_turns_and_thinking():
+    default = both("gemma4", CONVO, add_generation_prompt=True)
+    assert default.startswith("<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi!<turn|>\n")
+    assert default.count("<|turn>model\n") == 3 and default.count("<turn|>\n") == len(CONVO)
+    # without thinking the prompt ends in an empty, closed thought channel
+    assert default.endswith("<|turn>user\nAnd 3+3?<turn|>\n<|turn>model\n<|channel>thought\n<channel|>")
+    assert both("gemma4", CONVO, add_generation_prompt=True, enable_thinking=False) == default
+    on = both("gemma4", CONVO, add_generation_prompt=True, enable_thinking=True)
+    assert on.startswith("<bos><|turn>system\n<|think|>You are terse.<turn|>\n")
+    assert on.endswith("<|turn>model\n") and "<|channel>" not in on
+    # thinking on opens a system turn of its own when the chat has none
+    bare = both("gemma4", CONVO[1:], add_generation_prompt=True, enable_thinking=True)
+    assert bare.startswith("<bos><|turn>system\n<|think|><turn|>\n<|turn>user\nHi!")
+    assert both("gemma4", CONVO[1:], add_generation_prompt=True).startswith("<bos><|turn>user\nHi!")
+
+
+def test_gemma4_strips_the_thought_channel_from_earlier_model_turns():
+    msgs = CONVO[:2] + [{"role": "assistant", "content": "<|channel>thought\nplan it<channel|>Hello."}]
+    out = both("gemma4", msgs + [{"role": "user", "content": "Again?"}], add_generation_prompt=True)
+    assert "<|turn>model\nHello.<turn|>\n" in out and "plan it" not in out
+
+
+NULLABLE_TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city (\u00b0C)",
+        "parameters": {"type": "object", "required": ["city"], "properties": {
+            "city": {"type": "string", "description": "City"},
+            "unit": {"type": ["string", "null"], "enum": ["c", "f"]},
+            "days": {"type": "array", "items": {"type": "integer"}}}},
+    },
+}]
+
+
+@pytest.mark.parametrize("family", ["qwen35", "gemma4"])
+@pytest.mark.parametrize("gen", [True, False])
+def test_2026_tool_calls_render_like_transformers(family, gen):
+    args = {"city": "Z\u00fcrich", "days": [1, 2], "hot": True}
+    call = {"role": "assistant", "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": args}}]}
+    if family == "qwen35":
+        result = {"role": "tool", "content": "{\"temp\": 21}"}
+    else:  # Gemma 4 takes tool results as tool_responses on a turn
+        result = {"role": "user", "content": "", "tool_responses": [
+            {"name": "get_weather", "response": {"temp": 21, "sky": "clear"}}]}
+    out = both(family, CONVO[:2] + [call, result], add_generation_prompt=gen, tools=NULLABLE_TOOLS)
+    assert "get_weather" in out and "\u00b0C" in out and "Z\u00fcrich" in out
+    if family == "gemma4":  # a ["string", "null"] type is declared as its string type
+        assert "unit:{enum:[<|\"|>c<|\"|>,<|\"|>f<|\"|>],type:<|\"|>STRING<|\"|>}" in out
+        assert "<|tool_call>call:get_weather{city:<|\"|>Z\u00fcrich<|\"|>,days:[1,2],hot:true}<tool_call|>" in out
+    else:
+        assert "<parameter=days>\n[1, 2]\n</parameter>" in out and "<tool_response>\n{\"temp\": 21}" in out
