@@ -5,7 +5,9 @@ stepper between its versions, Continue / Edit / Pin / Copy buttons) over a
 :class:`~app.markdown_view.MarkdownStack`.  Messages whose tokens have all left the KV window
 are drawn faded, and the one message the window cuts has the start it no longer sees faded; a
 marker sits at the boundary ("N tokens out of view"); pinned messages (their
-tokens are sinks) carry a "pinned" marker.  The streamed reply is coalesced: :meth:`ChatView.append_stream` only
+tokens are sinks) carry a "pinned" marker.  For a hybrid model (:meth:`ChatView.set_hybrid`) the
+marker and the faded messages say that the text is out of the attention window but still
+carried in the DeltaNet layers' summary, not that the model no longer sees it.  The streamed reply is coalesced: :meth:`ChatView.append_stream` only
 appends to a buffer, and a ~30 Hz timer re-renders the one growing message.
 """
 from __future__ import annotations
@@ -31,6 +33,8 @@ from PySide6.QtWidgets import (
 
 from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
 from .elided_label import ElidedLabel
+from .memory_gauge import wrapped
+from .memory_words import HybridMemory
 from .reply_label import label_text, label_tooltip
 from .markdown_view import (COPY_CODE_LINK, SINGLE_VIEW_CHARS, THINKING_LINK, MarkdownStack, blend, fold_thinking,
                             label_code_blocks)
@@ -89,6 +93,7 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.message = message
         self.memory: MessageMemoryView | None = None
+        self.hybrid: HybridMemory | None = None  # the model's summary of the whole chat (a hybrid's)
         self.setObjectName("message")
         self.setProperty("role", message.role)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -278,9 +283,14 @@ class MessageWidget(QFrame):
         elif mem is None:
             text = ""
         elif mem.faded:
-            text = f"out of view ({mem.tokens:,} tokens)"
+            text = f"out of view ({mem.tokens:,} tokens)" if self.hybrid is None else \
+                f"out of view, summarized ({mem.tokens:,} tokens)"
+            tip = "" if self.hybrid is None else wrapped(self.hybrid.out_of_view_tip())
         elif mem.partial:
             text = f"partly out of view: last {mem.in_cache:,} of {mem.tokens:,} tokens seen"
+            if self.hybrid is not None:
+                text += " in full"
+                tip = wrapped(self.hybrid.out_of_view_tip())
         else:
             text = ""
         self.memoryLabel.setText(text)
@@ -312,9 +322,9 @@ class MessageWidget(QFrame):
             self._style_role()  # the faded colour is blended from the theme: blend it again
         super().changeEvent(e)
 
-    def set_memory(self, memory: MessageMemoryView | None) -> None:
-        if memory != self.memory:
-            self.memory = memory
+    def set_memory(self, memory: MessageMemoryView | None, hybrid: HybridMemory | None = None) -> None:
+        if memory != self.memory or hybrid != self.hybrid:
+            self.memory, self.hybrid = memory, hybrid
             self._refresh_memory()
 
 
@@ -372,6 +382,7 @@ class ChatView(QScrollArea):
         self._memory_args: tuple | None = None  # the last set_memory call, for widgets built later
         self._keep = None  # (widget, its offset from the top of the view) to hold while a batch lays out
         self.out_of_view = 0  # tokens of shown messages the model no longer sees
+        self.hybrid: HybridMemory | None = None  # a hybrid model's summary of the whole chat (set_hybrid)
         self._boundary: int | None = None  # first message below the "out of view" marker
         self._faded_above = False  # whole messages above the marker are out of view
         self._cut = False  # the message below the marker is cut: its start is out of view
@@ -697,7 +708,7 @@ class ChatView(QScrollArea):
             mem = per_message.get(i)
             if mem is not None and mem.partial and i != boundary:
                 mem = MessageMemoryView(mem.tokens, mem.tokens, mem.pinned)  # not cut by the window
-            w.set_memory(mem)
+            w.set_memory(mem, self.hybrid)
         if sink_tokens is not None:
             parts = []
             if system_tokens:
@@ -722,8 +733,15 @@ class ChatView(QScrollArea):
             return
         faded = [what for what, shown in (("the faded part above", self._faded_above or not self._cut),
                                           ("the faded start of the message below", self._cut)) if shown]
-        self.boundary.setText(
-            f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees {' and '.join(faded)} ▲")
+        if self.hybrid is None:
+            self.boundary.setText(
+                f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees {' and '.join(faded)} ▲")
+            self.boundary.setToolTip("")
+        else:  # out of the attention window, but the DeltaNet layers still carry a summary of it
+            self.boundary.setText(
+                f"▲ {self.out_of_view:,} tokens out of the attention window — the model keeps only a summary of "
+                f"{' and '.join(faded)} ▲")
+            self.boundary.setToolTip(wrapped(self.hybrid.out_of_view_tip()))
         anchor = self.widgets[local] if local < len(self.widgets) else None
         want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1  # before the stretch
         if self._layout.indexOf(self.boundary) != want - 1:
@@ -732,6 +750,14 @@ class ChatView(QScrollArea):
             self._layout.insertWidget(want, self.boundary)
         self.boundary.setVisible(True)
 
+
+    def set_hybrid(self, hybrid: HybridMemory | None) -> None:
+        """The model's memory changed kind (another model, another plan): redo the words."""
+        if hybrid == self.hybrid:
+            return
+        self.hybrid = hybrid
+        if self._memory_args is not None:
+            self.set_memory(*self._memory_args)
 
     def boundary_index(self) -> int | None:
         """Index of the first message below the boundary marker (None when nothing is out of view)."""

@@ -47,7 +47,7 @@ from .pin_bar import pin_preview
 from .settings import AppSettings, default_settings_path, load_settings
 from .settings_application import SettingsApplication
 from .side_panel import SidePanel
-from .stats_view import show_cache, show_stats
+from .stats_view import show_cache, show_plan, show_stats
 from .status_line import StatusLine
 from .store import ConversationStore, StoreError, default_data_dir, default_db_path
 from .tab_order import chain_tabs
@@ -400,6 +400,10 @@ class MainWindow(QMainWindow):
 
     def _update_cache_label(self, tokens: int, capacity: int) -> None:
         show_cache(self, tokens, capacity)
+
+    def show_plan(self, plan) -> None:
+        """The plan in force, in the gauge and (a hybrid's words) the chat."""
+        show_plan(self, plan)
 
     def request_pin(self, index: int, pinned: bool) -> None:
         """A message's Pin: the bar asks, with what it costs, before anything changes."""

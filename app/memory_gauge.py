@@ -10,6 +10,10 @@ words", "Forgotten so far", "Pinwheel's memory use"); hovering a row shows a too
 what it means in the exact terms, with the exact numbers. `set_details(True)` (the side
 panel's Details toggle) draws the expert labels instead.
 
+A hybrid model (Qwen3.5: DeltaNet layers with a fixed state, a few attention layers) gets a
+row for its summary of the whole chat, and what has left the window is "out of the window,
+summarised" rather than forgotten (app.memory_words has the words).
+
 It never asks the engine for anything: :meth:`MemoryGauge.set_snapshot` takes the
 StatsSnapshot the engine thread emitted, stores the numbers and schedules a repaint.
 Colours come from the palette, so light and dark themes both work.
@@ -24,32 +28,15 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPainterPath, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-WORDS_PER_TOKEN = 0.75  # English text: about three words for every four tokens
+from .memory_words import HybridMemory, fmt_bytes, hybrid_memory, layers
+from .memory_words import approx_words as words  # "~3,100": how many words so many tokens are
 HISTORY = 240  # plot samples kept (one per SAMPLE_S at most; older ones are thinned, not dropped)
 SAMPLE_S = 0.25
-
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "—"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def wrapped(tip: str) -> str:
     """A tooltip that wraps: Qt shows plain text on one line, as wide as the screen."""
     return "<p>" + html.escape(tip, quote=False).replace("\n", "<br>") + "</p>"
-
-
-def words(tokens: int) -> str:
-    """About how many words `tokens` tokens are, rounded as a person would say it ("~3,100")."""
-    n = tokens * WORDS_PER_TOKEN
-    step = 100 if n >= 1000 else 10 if n >= 100 else 1
-    return f"~{round(n / step) * step:,.0f}"
 
 
 @dataclass
@@ -81,6 +68,7 @@ class MemoryGauge(QWidget):
         self.history: list[tuple[float, float, float, float]] = []  # t, rss, tok/s, tokens seen
         self.updates = 0  # how many snapshots arrived (tests watch it)
         self.details = False  # the expert labels (KV cache, slots, sinks, RSS) instead of plain words
+        self.hybrid: HybridMemory | None = None  # a hybrid model's summary of the whole chat (set_plan)
         self._tips: list[tuple[float, float, str]] = []  # (top, bottom, tooltip) of each row painted
         self._t0: float | None = None
         self.setMinimumWidth(240)
@@ -88,12 +76,14 @@ class MemoryGauge(QWidget):
 
     # -- data ------------------------------------------------------------------------
 
-    def set_plan(self, plan) -> None:
-        """Show an allocated plan before any stats arrive (just loaded / just applied)."""
+    def set_plan(self, plan, config=None) -> None:
+        """Show an allocated plan before any stats arrive (just loaded / just applied); `config`
+        (the model's ModelConfig) says how many of a hybrid's layers attend."""
         v = self.values
         v.kv_bytes, v.budget_bytes = plan.kv_bytes, plan.budget_bytes
         v.capacity, v.window, v.sink_tokens = plan.sinks + plan.window, plan.window, plan.sinks
         v.local_layers, v.local_slots = getattr(plan, "local_layers", 0), getattr(plan, "local_slots", None) or 0
+        self.hybrid = hybrid_memory(plan, config)
         self._refit()
 
     def set_snapshot(self, snap) -> None:
@@ -158,6 +148,12 @@ class MemoryGauge(QWidget):
         v, d = self.values, self.details
         gpu = bool(v.device_bytes)
         rows = []
+        h = self.hybrid
+        if h is not None:  # Qwen3.5: most layers keep a fixed summary of everything said
+            rows.append(("Recurrent state" if d else "Summary of the whole chat",
+                         f"{h.recurrent_layers} layers, {fmt_bytes(h.state_bytes)}" if d
+                         else f"{fmt_bytes(h.state_bytes)}, fixed",
+                         h.summary_tip(v.window)))
         if v.local_layers:  # Gemma 3: most layers hold only their sliding window
             rows.append(("Sliding-window layers" if d else "Most layers see only",
                          f"{v.local_layers} × {v.local_slots:,} slots" if d
@@ -165,13 +161,20 @@ class MemoryGauge(QWidget):
                          f"{v.local_layers} of this model's layers are sliding-window layers: each keeps only the "
                          f"last {v.local_slots:,} tokens (its own attention window), whatever the cache holds, "
                          "so they take little memory. The other layers see the whole cache."))
+        if h is None:
+            evicted = ("Tokens evicted" if d else "Forgotten so far",
+                       f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen" if d else
+                       (f"{words(v.evicted_tokens)} words" if v.evicted_tokens else "nothing yet"),
+                       f"Tokens evicted: {v.evicted_tokens:,} of the {v.tokens_seen:,} tokens this conversation has "
+                       "fed the model have left the sliding window. The model no longer sees them (they stay in "
+                       "the chat, faded, and in the saved conversation); memory stays the same size.")
+        else:  # out of the window, but summarised: not forgotten
+            evicted = ("Tokens evicted" if d else "Left the window",
+                       f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen" if d else
+                       (f"{words(v.evicted_tokens)} words, summarized" if v.evicted_tokens else "nothing yet"),
+                       h.evicted_tip(v.evicted_tokens, v.tokens_seen))
         rows += [
-            ("Tokens evicted" if d else "Forgotten so far",
-             f"{v.evicted_tokens:,} of {v.tokens_seen:,} seen" if d else
-             (f"{words(v.evicted_tokens)} words" if v.evicted_tokens else "nothing yet"),
-             f"Tokens evicted: {v.evicted_tokens:,} of the {v.tokens_seen:,} tokens this conversation has fed "
-             "the model have left the sliding window. The model no longer sees them (they stay in the chat, "
-             "faded, and in the saved conversation); memory stays the same size."),
+            evicted,
             ("Model weights" if d else "The model itself", fmt_bytes(v.weight_bytes),
              "The model's weights as Pinwheel holds them in memory (quantized as in the file, or converted "
              "for the kernel). Loaded once; the same for every conversation."),
@@ -193,15 +196,18 @@ class MemoryGauge(QWidget):
     def plain_summary(self) -> str:
         v = self.values
         sinks, used, _free = self.slots()
-        return (f"Conversation memory {fmt_bytes(v.kv_bytes)}; the model sees {words(used)} words of recent text "
-                f"(room for {words(v.window)}) and always keeps {sinks:,} tokens; "
-                f"forgotten so far {words(v.evicted_tokens)} words; Pinwheel's memory use {fmt_bytes(v.rss_bytes)}")
+        gone = "forgotten so far" if self.hybrid is None else "out of the window so far (summarized)"
+        hybrid = "" if self.hybrid is None else f"{self.hybrid.sentence(v.window)}; "
+        return (f"Conversation memory {fmt_bytes(v.kv_bytes)}; {hybrid}the model sees {words(used)} words of recent "
+                f"text (room for {words(v.window)}) and always keeps {sinks:,} tokens; "
+                f"{gone} {words(v.evicted_tokens)} words; Pinwheel's memory use {fmt_bytes(v.rss_bytes)}")
 
     def summary(self) -> str:
         v = self.values
         sinks, used, free = self.slots()
         parts = [
             f"KV cache {fmt_bytes(v.kv_bytes)} of {fmt_bytes(v.budget_bytes)} budget" + self._split(),
+            *([self.hybrid.sentence(v.window, plain=False)] if self.hybrid is not None else []),
             f"{sinks:,} sink token{'s' if sinks != 1 else ''}, "
             f"window {used:,} of {v.window:,} used, {free:,} slots free",
             f"{v.evicted_tokens:,} tokens evicted of {v.tokens_seen:,} seen",
@@ -214,6 +220,8 @@ class MemoryGauge(QWidget):
 
     def _split(self) -> str:
         v = self.values
+        if self.hybrid is not None:
+            return f" ({fmt_bytes(self.hybrid.state_bytes)} of it the recurrent layers' fixed state)"
         if not v.local_layers:
             return ""
         return f" ({v.local_layers} sliding-window layers hold {v.local_slots:,} slots each)"
@@ -318,11 +326,17 @@ class MemoryGauge(QWidget):
             p.drawText(QRectF(sx + lh * 0.7, y, tw + 2, lh), Qt.AlignmentFlag.AlignVCenter, label)
             sx += lh * 0.7 + tw + 10
         y += lh
-        self._tips.append((top, y, f"Cache slots: {v.capacity:,}, one per token. {sinks:,} hold the attention sinks "
-                                   "(always kept: your system prompt and pinned messages); the sliding window of "
-                                   f"{v.window:,} holds the most recent text ({used_window:,} in use, about "
-                                   f"{words(used_window)[1:]} words). When it is full, the oldest text is "
-                                   "forgotten, a token at a time."))
+        h = self.hybrid
+        self._tips.append((top, y, ("" if h is None else
+                                    f"Only this model's {layers(h.attention_layers, 'attention')} read these slots, "
+                                    "word for word. ")
+                           + f"Cache slots: {v.capacity:,}, one per token. {sinks:,} hold the attention sinks "
+                             "(always kept: your system prompt and pinned messages); the sliding window of "
+                             f"{v.window:,} holds the most recent text ({used_window:,} in use, about "
+                             f"{words(used_window)[1:]} words). When it is full, the oldest text "
+                           + ("is forgotten, a token at a time." if h is None else
+                              "leaves it, a token at a time: the attention layers no longer see it, but the "
+                              f"{layers(h.recurrent_layers, 'DeltaNet')}' summary still carries it.")))
         for label, value, tip in self.rows():
             top = y
             row(label, value)

@@ -97,7 +97,7 @@ class ModelLoading:
         w.deviceLabel.setText(info.device.upper())
         panel.applied_plan = info.plan
         panel.set_model_config(info.config)
-        w.gauge.set_plan(info.plan)
+        w.show_plan(info.plan)
         w._update_cache_label(info.plan.sinks, info.plan.capacity)
         w._update_actions()
         w.applier.warn_if_short(info.plan)

@@ -97,6 +97,6 @@ class SettingsApplication:
         what += self.adopt_pending()
         w.settingsPanel.applied_ok(w.settings, plan, what)
         w.stageLabel.setText("Cache rebuilt" if rebuilt else "Settings applied")  # ("Applying…" is over)
-        w.gauge.set_plan(plan)
+        w.show_plan(plan)
         self.warn_if_short(plan)
         w.save_conversation_settings()

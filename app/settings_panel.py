@@ -4,7 +4,9 @@ While the user edits, the preview shows what ``engine.budget.plan_memory`` makes
 values (slots, sinks, window, bytes) before anything is applied.  ``plan_memory`` is pure
 Python, so calling it on every edit in the GUI thread costs microseconds.  The window spin
 is capped by what the budget holds; sinks -1 means "auto (system prompt)", whose token count
-the engine thread reports (:meth:`SettingsPanel.set_auto_sinks`).
+the engine thread reports (:meth:`SettingsPanel.set_auto_sinks`).  For a hybrid model (Qwen3.5)
+the preview leads with what it remembers: its DeltaNet layers' fixed summary of the whole chat
+and how far back its attention layers see (app.memory_words).
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW
 from engine.errors import SettingsError
 
 from .memory_gauge import fmt_bytes, words, wrapped
+from .memory_words import hybrid_memory
 from .settings import AppSettings
 
 BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
@@ -457,14 +460,18 @@ class SettingsPanel(QWidget):
         same = self._same_as_applied(plan)
         change = "" if same is None else \
             "<br><i>same as the current cache</i>" if same else "<br><b>differs from the current cache</b>"
+        hybrid = hybrid_memory(plan, self.config)
+        per = "global slot" if getattr(plan, "local_layers", 0) else "token"
+        if hybrid is not None:
+            per += " (attention layers)"
         self._expert_preview = (
             f"<b>{plan.capacity:,} slots</b> = {plan.sinks:,} sink{'s' if plan.sinks != 1 else ''}{sink_note}"
             f" + {plan.window:,} window"
             f" ({'the smallest cache' if floor else 'budget holds'} {plan.slots:,})<br>"
-            f"{plan.bytes_per_position:,} B/{'global slot' if getattr(plan, 'local_layers', 0) else 'token'}"
+            f"{plan.bytes_per_position:,} B/{per}"
             f" · KV {fmt_bytes(plan.kv_bytes)} of {fmt_bytes(plan.budget_bytes)}<br>"
-            f"Budget: {plan.budget_rule}{self._split_note(plan)}{self._floor_note(plan)}"
-            f"{self._short_note(plan)}{change}")
+            f"Budget: {plan.budget_rule}{self._state_note(plan, hybrid)}{self._split_note(plan)}"
+            f"{self._floor_note(plan)}{self._short_note(plan)}{change}")
         if self.details:
             self.previewLabel.setText(self._expert_preview)
             self.previewLabel.setToolTip(PREVIEW_TERMS)
@@ -481,9 +488,14 @@ class SettingsPanel(QWidget):
             kept.append(f"the first {words(plan.sinks - self.pinned_tokens)} words")
         if self.pinned_tokens:
             kept.append("your pinned messages")
-        lines = [f"Recent text the model sees: <b>{words(plan.window)} words</b>",
+        hybrid = hybrid_memory(plan, self.config)
+        lines = [f"Recent text the model sees: <b>{words(plan.window)} words</b>" if hybrid is None else
+                 # the issue's words: what it summarises, and how far back it reads word for word
+                 hybrid.sentence(plan.window, bold=True),
                  f"Always kept: {' and '.join(kept) if kept else 'nothing'}",
                  f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
+        if hybrid is not None and hybrid.snapshot_bytes:  # copies of the summary, beside the cache
+            lines[2] += f", and up to {fmt_bytes(hybrid.snapshot_bytes)} of summary copies for quick edits"
         if getattr(plan, "local_layers", 0):
             lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
         same = self._same_as_applied(plan)
@@ -505,8 +517,20 @@ class SettingsPanel(QWidget):
         """A budget below the smallest cache is not silently exceeded: say what it costs."""
         if plan.kv_bytes <= plan.budget_bytes:
             return ""
-        return (f"<br>⚠ the smallest cache is {MIN_SLOTS} slots = {fmt_bytes(plan.slots * plan.bytes_per_position)}"
+        smallest = plan.slots * plan.bytes_per_position + getattr(plan, "state_bytes", 0)  # (a hybrid's state too)
+        return (f"<br>⚠ the smallest cache is {MIN_SLOTS} slots = {fmt_bytes(smallest)}"
                 f": this budget is below it, so the cache takes {fmt_bytes(plan.kv_bytes)}")
+
+    @staticmethod
+    def _state_note(plan, hybrid) -> str:
+        """A hybrid's fixed state (in the KV bytes) and its snapshots (beside them), exactly."""
+        if hybrid is None:
+            return ""
+        note = f"<br>{hybrid.sentence(plan.window, plain=False)}"
+        note += f"<br>state {fmt_bytes(hybrid.state_bytes)} (in the KV above)"
+        if hybrid.snapshot_bytes:
+            note += f" · snapshots for edits ≤ {fmt_bytes(hybrid.snapshot_bytes)} beside it"
+        return note
 
     def _split_note(self, plan) -> str:
         """Gemma 3's sliding-window layers hold only what they can see; say so, with the bytes."""

@@ -1,5 +1,6 @@
 """The session's memory stats, shown: the gauge, which messages the model no longer sees, the
-cache count in the status bar, and the settings preview's idea of the current cache.
+cache count in the status bar, and the settings preview's idea of the current cache; and the
+plan in force (`show_plan`), with what a hybrid model remembers.
 
 The engine thread sends a StatsSnapshot after each reply (and while one streams); `show_stats`
 spreads it over the window's widgets. It reads the window's attributes (gauge, chat,
@@ -54,6 +55,14 @@ def show_stats(win, snap) -> None:
         show_cache(win, int(s.cache_tokens), int(s.capacity))
     if win.generating and snap.tok_s:
         win.speedLabel.setText(f"{snap.tok_s:.1f} tok/s")
+
+
+def show_plan(win, plan) -> None:
+    """A plan in force (a model loaded, settings applied): the gauge shows it before any stats,
+    and a hybrid model's memory (app.memory_words) reaches the gauge's and the chat's words."""
+    info = win.model_info
+    win.gauge.set_plan(plan, info.config if info is not None else None)
+    win.chat.set_hybrid(win.gauge.hybrid)
 
 
 def show_cache(win, tokens: int, capacity: int, note: str = "") -> None:
