@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict, dataclass
 
-from .config import ModelConfig
+from .config import GLOBAL, LOCAL, ModelConfig
 from .errors import SettingsError
 
 MIB = 1024 * 1024
@@ -53,12 +53,12 @@ class MemoryPlan:
     sinks: int
     window: int
     kv_bytes: int  # what is allocated: capacity * bytes_per_position + local layers' slots + state
-    local_layers: int = 0  # sliding-window layers (Gemma 3); 0 for other families
+    local_layers: int = 0  # sliding-window layers that hold a cache (Gemma 3, 4); 0 for other families
     local_slots: int | None = None  # slots each local layer holds; None without local layers
     budget_rule: str = ""  # where budget_bytes came from, e.g. "auto: 4,096 tokens"
     state_bytes: int = 0  # the recurrent layers' fixed state (in kv_bytes); 0 for other families
     recurrent_layers: int = 0  # layers that keep a state instead of K/V (Qwen3.5's DeltaNet)
-    shared_kv_layers: int = 0  # layers reading another layer's cache (Gemma 4); 0 here so far
+    shared_kv_layers: int = 0  # layers reading an earlier layer's cache, holding none (Gemma 4)
     snapshot_bytes: int = 0  # at most this in state snapshots beside the cache (engine.snapshots), not in kv_bytes
 
     @property
@@ -70,21 +70,26 @@ class MemoryPlan:
         return asdict(self)
 
 
-def layer_bytes_per_position(config: ModelConfig, kv_dtype: str = "int8") -> int:
-    """K and V of one layer at one position (+ one f32 scale per 32 values for int8)."""
+def layer_bytes_per_position(config: ModelConfig, kv_dtype: str = "int8", kv_dim: int | None = None) -> int:
+    """K and V of one layer at one position (+ one f32 scale per 32 values for int8); kv_dim: a
+    layer kind's own width (Gemma 4's local layers are narrower), else the global layers'."""
     if kv_dtype not in _VALUE_BYTES:
         raise SettingsError(f"KV precision must be one of {', '.join(KV_DTYPES)} (got {kv_dtype!r})")
-    kv = config.kv_dim
+    kv = config.kv_dim if kv_dim is None else kv_dim
     per_layer = 2 * kv * _VALUE_BYTES[kv_dtype]
     if kv_dtype == "int8":
         per_layer += 2 * (-(-kv // KV_GROUP)) * 4
     return per_layer
 
 
+def _local_bytes_per_position(config: ModelConfig, kv_dtype: str) -> int:
+    return layer_bytes_per_position(config, kv_dtype, config.local_kv_dim)
+
+
 def bytes_per_position(config: ModelConfig, kv_dtype: str = "int8") -> int:
-    """One slot of the global capacity: K and V of every global layer (every layer, for models
-    without local layers)."""
-    return config.global_layers * layer_bytes_per_position(config, kv_dtype)
+    """One slot of the global capacity: K and V of every global layer that holds a cache (every
+    layer, for models without local, recurrent or shared layers)."""
+    return config.cache_layers(GLOBAL) * layer_bytes_per_position(config, kv_dtype)
 
 
 def local_slots(config: ModelConfig, capacity: int, sinks: int) -> int | None:
@@ -93,22 +98,23 @@ def local_slots(config: ModelConfig, capacity: int, sinks: int) -> int | None:
 
 
 def cache_bytes(config: ModelConfig, kv_dtype: str, capacity: int, sinks: int) -> int:
-    """Bytes of a cache whose global layers hold `capacity` slots (local layers their reach),
-    the recurrent layers' fixed state included."""
+    """Bytes of a cache whose global layers hold `capacity` slots (local layers their reach,
+    shared layers nothing), the recurrent layers' fixed state included."""
     local = local_slots(config, capacity, sinks) or 0
-    kv = (config.global_layers * capacity + config.local_layers * local) * layer_bytes_per_position(config, kv_dtype)
-    return kv + config.state_bytes
+    return (capacity * bytes_per_position(config, kv_dtype)
+            + config.cache_layers(LOCAL) * local * _local_bytes_per_position(config, kv_dtype) + config.state_bytes)
 
 
 def budget_slots(config: ModelConfig, kv_dtype: str, budget_bytes: int, sinks: int = 4) -> int:
     """Largest multiple of 32 global slots whose cache (local layers counted) fits the budget,
     at least 160, at most the context (the whole context, when the budget holds it)."""
-    per_layer = layer_bytes_per_position(config, kv_dtype)
-    room = max(int(budget_bytes) - config.state_bytes, 0) // per_layer  # layer-positions the rest buys
-    G, Lc, reach = config.global_layers, config.local_layers, config.sliding_window + max(int(sinks), 0)
-    slots = room // config.attention_layers // KV_GROUP * KV_GROUP  # while local layers hold every slot
-    if Lc and G:
-        wide = (room - Lc * reach) // G // KV_GROUP * KV_GROUP  # once they stop at their reach
+    room = max(int(budget_bytes) - config.state_bytes, 0)  # the bytes the K/V may take
+    per_global = bytes_per_position(config, kv_dtype)
+    per_local = config.cache_layers(LOCAL) * _local_bytes_per_position(config, kv_dtype)
+    reach = config.sliding_window + max(int(sinks), 0)
+    slots = room // (per_global + per_local) // KV_GROUP * KV_GROUP  # while local layers hold every slot
+    if per_local and per_global:
+        wide = (room - per_local * reach) // per_global // KV_GROUP * KV_GROUP  # once they stop at their reach
         if wide >= reach:
             slots = max(slots, wide)
     ctx = config.context_length
@@ -212,7 +218,7 @@ def plan_memory(
         largest = min(largest, window)
     capacity = sinks + largest
     local = local_slots(config, capacity, sinks)
-    local_bytes = config.local_layers * (local or 0) * layer_bytes_per_position(config, kv_dtype)
+    local_bytes = config.cache_layers(LOCAL) * (local or 0) * _local_bytes_per_position(config, kv_dtype)
     return MemoryPlan(
         kv_dtype=kv_dtype,
         budget_bytes=int(budget_bytes),
@@ -221,10 +227,11 @@ def plan_memory(
         sinks=sinks,
         window=largest,
         kv_bytes=capacity * per_pos + local_bytes + config.state_bytes,
-        local_layers=config.local_layers,
+        local_layers=config.cache_layers(LOCAL),
         local_slots=local,
         budget_rule=budget_rule or rule,
         state_bytes=config.state_bytes,
         recurrent_layers=config.recurrent_layers,
+        shared_kv_layers=config.shared_kv_layers,
         snapshot_bytes=SNAPSHOTS * config.state_bytes,
     )

@@ -104,6 +104,40 @@ def _qwen35(md: dict, cfg: ModelConfig) -> dict[str, Any]:
                 rope_sections=sections, ssm_conv=conv, ssm_state=S, ssm_groups=Hk, ssm_heads=Hv)
 
 
+def _gemma4(md: dict, cfg: ModelConfig) -> dict[str, Any]:
+    """Gemma 4 (E2B/E4B dense; llama.cpp's gemma4 load_hparams and gemma4-iswa.cpp): per-layer
+    sliding flags; the sliding layers' own head size, rotary dims and base; the full layers'
+    partial "proportional" rotary comes from the rope_freqs factors (1e30 on the pairs that do
+    not turn), read like Llama 3's. Scores are not scaled (attention scale 1.0); V is RMS-normed
+    without a weight; the last shared_kv_layers layers read an earlier layer's cache; the logits
+    are soft-capped (30 when the key is absent, as llama.cpp defaults it; 0 turns it off)."""
+    a, L = cfg.arch, cfg.n_layers
+    pattern = md.get(f"{a}.attention.sliding_window_pattern")
+    if not isinstance(pattern, list) or len(pattern) != L:
+        raise ValueError(f"attention.sliding_window_pattern must list all {L} layers")
+    kinds = tuple(LOCAL if bool(f) else GLOBAL for f in pattern)
+    window = int(md.get(f"{a}.attention.sliding_window") or 0)
+    hd_local = int(md.get(f"{a}.attention.key_length_swa", cfg.head_dim))
+    if int(md.get(f"{a}.attention.value_length_swa", hd_local)) != hd_local or \
+            int(md.get(f"{a}.attention.value_length", cfg.head_dim)) != cfg.head_dim:
+        raise ValueError("value heads differ in size from key heads")
+    rot_local = int(md.get(f"{a}.rope.dimension_count_swa", hd_local))
+    if not (0 < hd_local <= 4096 and hd_local % 2 == 0 and (cfg.n_kv_heads * hd_local) % 32 == 0
+            and (cfg.n_heads * hd_local) % 32 == 0 and rot_local == hd_local):
+        raise ValueError(f"sliding heads of {hd_local} ({rot_local} rotated)")
+    shared = int(md.get(f"{a}.attention.shared_kv_layers", 0))
+    if not 0 <= shared < L:
+        raise ValueError(f"shared_kv_layers {shared} of {L}")
+    n_pl = int(md.get(f"{a}.embedding_length_per_layer_input", 0))
+    if not 0 <= n_pl <= 65536 or n_pl % 32:
+        raise ValueError(f"per-layer input width {n_pl}")
+    return dict(layer_kinds=kinds, sliding_window=window, head_dim_local=hd_local if hd_local != cfg.head_dim else 0,
+                rope_dims_local=rot_local if hd_local != cfg.head_dim else 0, shared_kv_layers=shared,
+                per_layer_dim=n_pl, embed_scale=math.sqrt(cfg.d_model), attn_scale=1.0,
+                rope_local_base=float(md.get(f"{a}.rope.freq_base_swa", cfg.rope_base)), v_norm=True,
+                layer_scale=True, logit_softcap=float(md.get(f"{a}.final_logit_softcapping", 30.0)))
+
+
 def _smollm3(md: dict, cfg: ModelConfig) -> dict[str, Any]:
     """Llama blocks whose every 4th layer (il + 1) % 4 == 0 rotates neither Q nor K (NoPE);
     llama.cpp hard-codes the step (n_no_rope_layer_step = 4, no metadata key)."""
@@ -123,6 +157,8 @@ FAMILIES: dict[str, Family] = {
                turn_format="phi3"),
         Family("qwen35", qk_norm=True, partial_rotary=True, traits=_qwen35, ffn_norm="post_attention_norm.weight"),
         Family("smollm3", permuted_qk=True, traits=_smollm3),
+        Family("gemma4", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma4,
+               rope_factors=("rope_freqs.weight",), turn_format="gemma4"),
     )
 }
 SUPPORTED_ARCHS = tuple(FAMILIES)
@@ -130,7 +166,7 @@ SUPPORTED_ARCHS = tuple(FAMILIES)
 # What each family is called in messages and in the README.
 FAMILY_NAMES = {"llama": "Llama (2, 3.x; SmolLM, Mistral-style)", "qwen2": "Qwen2 / Qwen2.5", "qwen3": "Qwen3",
                 "gemma3": "Gemma 3", "phi3": "Phi-3 / Phi-3.5 / Phi-4-mini", "qwen35": "Qwen3.5 (dense)",
-                "smollm3": "SmolLM3"}
+                "smollm3": "SmolLM3", "gemma4": "Gemma 4 (E2B/E4B)"}
 
 
 # --- tensors: llama.cpp's names (src/llama-arch.cpp) ------------------------------------------
@@ -144,6 +180,8 @@ def layer_tensors(fam: Family, cfg: ModelConfig, i: int, has: Callable[[str], bo
     w = {p + "attn_norm.weight": ((d,), False), p + fam.ffn_norm: ((d,), False), p + "ffn_down.weight": ((d, F), False)}
     if cfg.kinds[i] == RECURRENT:
         return w | deltanet_tensors(cfg, i) | {p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False)}
+    if cfg.per_layer_dim:
+        return w | gemma4_tensors(cfg, i)
     w[p + "attn_output.weight"] = ((d, H * hd), False)
     if fused_qkv(fam, i, has):
         w[p + "attn_qkv.weight"] = (((H + 2 * KVH) * hd, d), False)
@@ -176,6 +214,25 @@ def deltanet_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple]:
             p + "ssm_out.weight": ((d, Hv * S), False)}
 
 
+def gemma4_tensors(cfg: ModelConfig, i: int) -> dict[str, tuple]:
+    """A Gemma 4 layer's tensors besides its norms (llama.cpp's gemma4 load_tensors): heads of its
+    kind's size, K/V only where the layer owns a cache (attn_v is required here: llama.cpp's
+    V = K fallback is for checkpoints without one, which the E2B/E4B files are not), the per-layer
+    input's gate and projection, and the layer's output scale."""
+    d, H, KVH, hd, F, n, p = (cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim_of(i), cfg.ffn_width(i),
+                              cfg.per_layer_dim, f"blk.{i}.")
+    w = {p + "attn_q.weight": ((H * hd, d), False), p + "attn_q_norm.weight": ((hd,), False),
+         p + "attn_output.weight": ((d, H * hd), False), p + "post_attention_norm.weight": ((d,), False),
+         p + "ffn_gate.weight": ((F, d), False), p + "ffn_up.weight": ((F, d), False),
+         p + "ffn_down.weight": ((d, F), False), p + "post_ffw_norm.weight": ((d,), False),
+         p + "inp_gate.weight": ((n, d), False), p + "proj.weight": ((d, n), False),
+         p + "post_norm.weight": ((d,), False), p + "layer_output_scale.weight": ((1,), False)}
+    if cfg.owns_kv(i):
+        w |= {p + "attn_k.weight": ((KVH * hd, d), False), p + "attn_v.weight": ((KVH * hd, d), False),
+              p + "attn_k_norm.weight": ((hd,), False)}
+    return w
+
+
 def fused_qkv(fam: Family, i: int, has: Callable[[str], bool]) -> bool:
     return fam.fused_qkv and has(f"blk.{i}.attn_qkv.weight")
 
@@ -185,6 +242,10 @@ def model_tensors(fam: Family, cfg: ModelConfig, has: Callable[[str], bool]) -> 
     w = {"token_embd.weight": ((V, d), False), "output.weight": ((V, d), True), "output_norm.weight": ((d,), False)}
     for name in fam.rope_factors:
         w[name] = ((cfg.rotary_dims // 2,), True)
+    if cfg.per_layer_dim:  # Gemma 4's per-layer embeddings: a table over the vocabulary and a projection of x
+        n = cfg.per_layer_dim * cfg.n_layers
+        w |= {"per_layer_token_embd.weight": ((V, n), False), "per_layer_model_proj.weight": ((n, d), False),
+              "per_layer_proj_norm.weight": ((cfg.per_layer_dim,), False)}
     for i in range(cfg.n_layers):
         w |= layer_tensors(fam, cfg, i, has)
     return w

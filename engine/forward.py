@@ -73,15 +73,25 @@ class Layers:
     ssm_a: jax.Array | None = None  # [Lr, Hv]   -exp(A_log)
     dt_bias: jax.Array | None = None  # [Lr, Hv]
     ssm_norm: jax.Array | None = None  # [Lr, S]
+    # Gemma 4's per-layer input (per_layer_dim n): gate [1, n, d], projection [1, d, n], its norm [1, d];
+    # the layer's output scale [1, 1]
+    pl_gate: QLinear | None = None
+    pl_proj: QLinear | None = None
+    pl_norm: jax.Array | None = None
+    out_scale: jax.Array | None = None
 
 
 @jax.tree_util.register_dataclass
 @dataclass
 class Params:
     embed: QLinear  # [V, d] (also the head when tied)
-    layers: Layers
+    layers: Layers | tuple[Layers, ...]  # stacked; or one per layer (config.per_layer_weights, Gemma 4)
     out_norm: jax.Array  # [d]
     head: QLinear  # [V, d]
+    # Gemma 4's per-layer embeddings: a table [V, L * n] and a projection of x [L * n, d], its norm [n]
+    pl_embed: QLinear | None = None
+    pl_model_proj: QLinear | None = None
+    pl_proj_norm: jax.Array | None = None
 
 
 @jax.tree_util.register_dataclass
@@ -259,13 +269,18 @@ def _local_keys(batch: Batch):
 
 
 def _kind_index(cfg: ModelConfig):
-    """Per layer: is it local, and its index among the layers of its kind (its cache row, or its
-    state row for a recurrent layer)."""
+    """Per layer: is it local, and its row among the layers of its kind: its cache row (a shared
+    layer's is its source's), or its state row for a recurrent layer."""
     kinds = np.array(cfg.kinds)
     sub = np.zeros(len(kinds), np.int32)
     for kind in (GLOBAL, LOCAL, RECURRENT):
         sel = kinds == kind
         sub[sel] = np.arange(sel.sum())
+    if cfg.shared_kv_layers:
+        own = [i for i in range(cfg.n_layers) if cfg.owns_kv(i)]
+        row = {i: sum(cfg.kinds[j] == cfg.kinds[i] for j in own if j < i) for i in own}
+        sub = np.array([row[cfg.kv_source(i)] if cfg.kinds[i] != RECURRENT else sub[i]
+                        for i in range(cfg.n_layers)], np.int32)
     return kinds == LOCAL, sub
 
 
@@ -347,6 +362,96 @@ def _hybrid(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
     return lax.cond(recurrent, rec, att, x)
 
 
+def _as_f32(cache: KVCache, rows):
+    """The f32 values of K/V rows in their stored form (what attention over them uses)."""
+    k, v, ks, vs = rows
+    if ks is None:
+        return k.astype(jnp.float32), v.astype(jnp.float32)
+    return dequantize_kv(k, ks), dequantize_kv(v, vs)
+
+
+def _attention_own(cfg: ModelConfig, batch: Batch, x, w: Layers, i: int, cache: KVCache, chunk_rows: dict):
+    """The attention of layer i of a model whose weights are held per layer (Gemma 4; i static,
+    w its own one-layer stacks). A layer that owns its K/V computes, norms and stores them; a
+    shared one attends over its source layer's cache and that layer's rows of this chunk
+    (chunk_rows: layer -> its rows as stored). Returns its output [C, d] and its rows (None when
+    shared)."""
+    kind = cfg.kinds[i]
+    kc = cfg.kind_view(kind)
+    C, H, KVH, hd = x.shape[0], cfg.n_heads, cfg.n_kv_heads, kc.head_dim
+    native = kernels.available() and not is_xla_form(w.wqkv)
+    qkv = matmul(x, w.wqkv, 0, norm=w.attn_norm, eps=cfg.rms_eps)
+    q = rms_norm(qkv[:, : H * hd].reshape(C, H, hd), w.q_norm[0], cfg.rms_eps)
+    q = q * (cfg.scores_scale * hd**0.5)  # the kernels scale scores by 1/sqrt(hd); Gemma 4 does not scale
+    keys = _local_keys(batch) if kind == LOCAL else _global_keys(batch)
+    store = cache.local if kind == LOCAL else cache
+    j = int(_kind_index(cfg)[1][i])
+    if cfg.owns_kv(i):
+        k = rms_norm(qkv[:, H * hd : (H + KVH) * hd].reshape(C, KVH, hd), w.k_norm[0], cfg.rms_eps)
+        v = qkv[:, (H + KVH) * hd :].reshape(C, KVH, hd)
+        if cfg.v_norm:
+            v = rms_norm(v, jnp.float32(1.0), cfg.rms_eps)
+        att, rows = _attend(kc, q, k.reshape(C, -1), v.reshape(C, -1), store, j, keys, native)
+        return matmul(att, w.wo, 0), rows
+    k_new, v_new = _as_f32(store, chunk_rows[cfg.kv_source(i)])
+    cos, sin, scos, ssin, mask, key_sink, order = keys
+    if native:
+        att = attention_native(kc, q, k_new, v_new, store, j, *keys)
+    else:
+        att = attention_xla(kc, q, k_new, v_new, store, j, cos, sin, scos, ssin, mask, key_sink)
+    return matmul(att, w.wo, 0), None
+
+
+def _per_layer_inputs(params: Params, tokens, x, cfg: ModelConfig):
+    """Gemma 4's per-layer inputs [C, L, n]: each token's row of the per-layer table (times
+    sqrt(n)) plus the normed projection of its scaled embedding (times 1/sqrt(d)), over sqrt(2)
+    (llama.cpp's project_per_layer_inputs)."""
+    C, L, n = x.shape[0], cfg.n_layers, cfg.per_layer_dim
+    table = take_rows(params.pl_embed, tokens).reshape(C, L, n) * jnp.float32(n**0.5)
+    proj = matmul(x, params.pl_model_proj).reshape(C, L, n) * jnp.float32(cfg.d_model**-0.5)
+    proj = rms_norm(proj, params.pl_proj_norm, cfg.rms_eps)
+    return (proj + table) * jnp.float32(2**-0.5)
+
+
+def _per_layer_block(cfg: ModelConfig, x, w: Layers, inp):
+    """Gemma 4's per-layer input, added after the FFN: gelu(gate(x)) times this layer's input,
+    projected back to d and normed."""
+    g = _act(cfg, matmul(x, w.pl_gate, 0)) * inp
+    return x + rms_norm(matmul(g, w.pl_proj, 0), w.pl_norm[0], cfg.rms_eps)
+
+
+def _layers_unrolled(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
+    """Every layer of a model whose layers differ in shape (Gemma 4), one after the other (each
+    with its own weights, kind and cache row known statically). Returns the final hidden states
+    and the chunk's K/V rows per kind: (global rows, local rows), each stacked over the layers
+    that own a cache of that kind, in order."""
+    x = embed(params, batch.tokens, cfg)
+    inputs = _per_layer_inputs(params, batch.tokens, x, cfg) if cfg.per_layer_dim else None
+    chunk_rows = {}
+    for i, w in enumerate(params.layers):
+        a, rows = _attention_own(cfg, batch, x, w, i, cache, chunk_rows)
+        if rows is not None:
+            chunk_rows[i] = rows
+        x = _ffn(cfg, x + rms_norm(a, w.post_attn_norm[0], cfg.rms_eps), w, 0)
+        if cfg.per_layer_dim:
+            x = _per_layer_block(cfg, x, w, inputs[:, i])
+        if cfg.layer_scale:
+            x = x * w.out_scale[0]
+
+    def stacked(kind):
+        own = [r for i, r in chunk_rows.items() if cfg.kinds[i] == kind]
+        return tuple(None if own[0][f] is None else jnp.stack([r[f] for r in own]) for f in range(4)) if own else None
+
+    return x, (stacked(GLOBAL), stacked(LOCAL))
+
+
+def _ffn(cfg: ModelConfig, x, w: Layers, i):
+    """The FFN half of layer i (its row i of w), with its residual."""
+    gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)
+    f = matmul(_act(cfg, gate) * up, w.w_down, i)
+    return x + (rms_norm(f, w.post_ffn_norm[i], cfg.rms_eps) if cfg.post_norms else f)
+
+
 def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
     """Layer i (w holds every layer's weights, stacked; cache every layer's K/V). Returns the
     new x and the chunk's K/V rows as they will be stored (with, for hybrid models, the
@@ -357,10 +462,7 @@ def layer(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
     else:
         a, rows = _attention(cfg, batch, x, w, i, cache)
     x = x + (rms_norm(a, w.post_attn_norm[i], cfg.rms_eps) if cfg.post_norms else a)
-    gate, up = jnp.split(matmul(x, w.w_gate_up, i, norm=w.ffn_norm, eps=cfg.rms_eps), 2, axis=-1)
-    f = matmul(_act(cfg, gate) * up, w.w_down, i)
-    x = x + (rms_norm(f, w.post_ffn_norm[i], cfg.rms_eps) if cfg.post_norms else f)
-    return x, rows
+    return _ffn(cfg, x, w, i), rows
 
 
 def embed(params: Params, tokens: jax.Array, cfg: ModelConfig) -> jax.Array:
@@ -370,6 +472,8 @@ def embed(params: Params, tokens: jax.Array, cfg: ModelConfig) -> jax.Array:
 
 def _layers(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig):
     """Every layer over the chunk; returns the final hidden states and the chunk's K/V rows."""
+    if cfg.per_layer_weights:
+        return _layers_unrolled(params, cache, batch, cfg)
     x = embed(params, batch.tokens, cfg)
 
     def body(x, i):
@@ -392,6 +496,12 @@ def _write(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, 
     """Store the chunk's rows (stacked over every layer) at their ring slots; rows whose slot is
     out of range are dropped. With local layers each kind goes to its own cache and ring; a
     hybrid model's recurrent layers replace their state with the one the step computed."""
+    if cfg.per_layer_weights:  # rows come per kind already (_layers_unrolled)
+        glob, loc = rows
+        out = cache if glob is None else _put(cache, glob, slot)
+        if loc is not None:
+            out.local = _put(cache.local, loc, local_slot)
+        return out
     if cfg.recurrent_layers:
         rows, (conv, ssm) = rows
         rec = np.flatnonzero(np.array(cfg.kinds) == RECURRENT)
@@ -409,7 +519,11 @@ def _write(cache: KVCache, rows, slot: jax.Array, local_slot: jax.Array | None, 
 
 
 def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
-    return matmul(x, params.head, norm=params.out_norm, eps=cfg.rms_eps)
+    logits = matmul(x, params.head, norm=params.out_norm, eps=cfg.rms_eps)
+    if cfg.logit_softcap:  # Gemma 4: cap * tanh(logits / cap)
+        cap = jnp.float32(cfg.logit_softcap)
+        logits = cap * jnp.tanh(logits / cap)
+    return logits
 
 
 @partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))

@@ -257,6 +257,14 @@ def _get(md: dict, key: str, kind: type, default: Any = None):
     return v
 
 
+def _ffn_widths(md: dict, arch: str) -> tuple[int, ...]:
+    """feed_forward_length: one width, or one per layer (Gemma 4 widens its KV-shared layers)."""
+    v = md.get(f"{arch}.feed_forward_length")
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return tuple(v)
+    return (_get(md, f"{arch}.feed_forward_length", int),)
+
+
 def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelConfig:
     arch = md.get("general.architecture")
     if not isinstance(arch, str):
@@ -276,7 +284,7 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
         n_heads=n_heads,
         n_kv_heads=_get(md, f"{arch}.attention.head_count_kv", int, n_heads),
         head_dim=_get(md, f"{arch}.attention.key_length", int, d_model // max(n_heads, 1)),
-        ffn_dim=_get(md, f"{arch}.feed_forward_length", int),
+        ffn_dim=max(ffn) if (ffn := _ffn_widths(md, arch)) else 0,
         vocab_size=vocab,
         context_length=_get(md, f"{arch}.context_length", int, 2048),
         rope_base=_get(md, f"{arch}.rope.freq_base", float, 10000.0),
@@ -287,6 +295,11 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
         v = getattr(cfg, k)
         if not 0 < v <= hi:
             raise ModelFileError(f"implausible model shape: {k} = {v}")
+    ffn = _ffn_widths(md, arch)
+    if len(ffn) > 1:
+        if len(ffn) != cfg.n_layers or not all(0 < f <= _LIMITS["ffn_dim"] and f % 32 == 0 for f in ffn):
+            raise ModelFileError(f"implausible per-layer FFN widths ({len(ffn)} for {cfg.n_layers} layers)")
+        cfg = replace(cfg, ffn_dims=ffn if len(set(ffn)) > 1 else ())
     if cfg.d_model % 32 or cfg.ffn_dim % 32 or (cfg.n_heads * cfg.head_dim) % 32:
         raise ModelFileError(f"unsupported model shape: widths must be multiples of 32 (d_model {cfg.d_model}, "
                              f"FFN {cfg.ffn_dim}, {cfg.n_heads} heads of {cfg.head_dim})")
@@ -577,6 +590,12 @@ def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, b
         return [(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)]
 
     blk = [f"blk.{i}." for i in range(L)]
+    if cfg.per_layer_weights:  # Gemma 4: the layers' own weights are _layer_matrices'; these are global
+        n = cfg.per_layer_dim * L
+        out = {"embed": ([[("token_embd.weight", V, None)]], d, False),
+               "pl_embed": ([[("per_layer_token_embd.weight", V, None)]], n, False),
+               "pl_model_proj": ([[("per_layer_model_proj.weight", n, None)]], d, False)}
+        return out | ({} if tied else {"head": ([[("output.weight", V, None)]], d, False)})
     att = [i for i in range(L) if cfg.kinds[i] != RECURRENT]  # hybrids: attention weights of these only
     out = {
         "wqkv": ([qkv(i, blk[i]) for i in att], d, True),
@@ -594,6 +613,32 @@ def _matrices(cfg: ModelConfig, has, tied: bool) -> dict[str, tuple[list, int, b
     if not tied:
         out["head"] = ([[("output.weight", V, None)]], d, False)
     return out
+
+
+def _layer_matrices(cfg: ModelConfig, i: int) -> dict[str, tuple[list, int]]:
+    """Gemma 4 (per_layer_weights): layer i's matrices, each a stack of one layer -> (members,
+    input width). Q/K/V merged where the layer owns its K/V, Q alone where it shares them."""
+    d, H, KVH, hd, F, n, p = (cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim_of(i), cfg.ffn_width(i),
+                              cfg.per_layer_dim, f"blk.{i}.")
+    qkv = [(p + "attn_q.weight", H * hd, None)]
+    if cfg.owns_kv(i):
+        qkv += [(p + "attn_k.weight", KVH * hd, None), (p + "attn_v.weight", KVH * hd, None)]
+    return {"wqkv": ([qkv], d), "wo": ([[(p + "attn_output.weight", d, None)]], H * hd),
+            "w_gate_up": ([[(p + "ffn_gate.weight", F, None), (p + "ffn_up.weight", F, None)]], d),
+            "w_down": ([[(p + "ffn_down.weight", d, None)]], F),
+            "pl_gate": ([[(p + "inp_gate.weight", n, None)]], d), "pl_proj": ([[(p + "proj.weight", d, None)]], n)}
+
+
+def _layer_vectors(cfg: ModelConfig, i: int) -> dict[str, tuple[str, int]]:
+    """Gemma 4: layer i's f32 vectors, Layers field -> (tensor name, length)."""
+    p, d, hd = f"blk.{i}.", cfg.d_model, cfg.head_dim_of(i)
+    out = {"attn_norm": ("attn_norm.weight", d), "q_norm": ("attn_q_norm.weight", hd),
+           "post_attn_norm": ("post_attention_norm.weight", d), "ffn_norm": ("ffn_norm.weight", d),
+           "post_ffn_norm": ("post_ffw_norm.weight", d), "pl_norm": ("post_norm.weight", d),
+           "out_scale": ("layer_output_scale.weight", 1)}
+    if cfg.owns_kv(i):
+        out["k_norm"] = ("attn_k_norm.weight", hd)
+    return {k: (p + name, n) for k, (name, n) in out.items()}
 
 
 def _vectors(cfg: ModelConfig) -> dict[str, tuple[list[str], int]]:
@@ -636,7 +681,13 @@ def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     total = (sum(len(_vector_layers(cfg, k)) * n for k, (_, n) in _vectors(cfg).items()) + cfg.d_model) * 4
     total += cfg.recurrent_layers * cfg.conv_dim * cfg.ssm_conv * 4  # the DeltaNet conv taps, f32
     has = lambda n: type_of(n) is not None  # noqa: E731
-    for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values():
+    specs = [(names, inp) for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values()]
+    if cfg.per_layer_weights:
+        total = 4 * (cfg.d_model + cfg.per_layer_dim)  # output_norm, per_layer_proj_norm
+        for i in range(cfg.n_layers):
+            specs += _layer_matrices(cfg, i).values()
+            total += 4 * sum(n for _, n in _layer_vectors(cfg, i).values())
+    for names, inp in specs:
         for members, key in zip(names, layer_formats(names, type_of, xla)):
             for fmt, run in _runs(key):
                 rows = sum(r for _, r, _ in members[run])
@@ -656,6 +707,13 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
     tied = not has("output.weight")
     w = {key: _group(tensors, names, inp, stacked, xla)
          for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
+    out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
+    factors = {n: tensors.get(n, (cfg.rotary_dims // 2,)) for n in fam.rope_factors if has(n)}
+    if cfg.per_layer_weights:
+        layers = tuple(_layer_params(cfg, tensors, i, xla) for i in range(cfg.n_layers))
+        pl_norm = jnp.asarray(tensors.get("per_layer_proj_norm.weight", (cfg.per_layer_dim,)))
+        return Params(w["embed"], layers, out_norm, w.get("head", w["embed"]), w["pl_embed"], w["pl_model_proj"],
+                      pl_norm), factors
     vec = {}
     for key, (names, n) in _vectors(cfg).items():
         rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in _vector_layers(cfg, key)]
@@ -665,9 +723,14 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
                                               for i in _vector_layers(cfg, "ssm_a")]))
     layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"],
                     w_in=w.get("w_in"), w_ssm_out=w.get("w_ssm_out"), **vec)
-    out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
-    factors = {n: tensors.get(n, (cfg.rotary_dims // 2,)) for n in fam.rope_factors if has(n)}
     return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), factors
+
+
+def _layer_params(cfg: ModelConfig, tensors: _Tensors, i: int, xla: bool) -> Layers:
+    """Gemma 4: layer i's own weights, every field a stack of one layer (its shapes are its own)."""
+    w = {key: _group(tensors, names, inp, True, xla) for key, (names, inp) in _layer_matrices(cfg, i).items()}
+    vec = {key: jnp.asarray(_vector(tensors, name)[None]) for key, (name, _) in _layer_vectors(cfg, i).items()}
+    return Layers(**w, **vec)
 
 
 def _vector(tensors: _Tensors, name: str) -> np.ndarray:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .budget import KV_GROUP, MemoryPlan
-from .config import ModelConfig
+from .config import GLOBAL, LOCAL, ModelConfig
 
 _DTYPES = {"int8": jnp.int8, "bf16": jnp.bfloat16, "f32": jnp.float32}
 
@@ -68,11 +68,11 @@ def _arrays(n_layers: int, slots: int, kv_dim: int, kv_dtype: str) -> KVCache:
 
 
 def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
-    """Exactly the plan's bytes: the global layers' capacity, the local layers' slots, the
-    recurrent layers' state."""
-    cache = _arrays(config.global_layers, plan.capacity, config.kv_dim, plan.kv_dtype)
+    """Exactly the plan's bytes: the global layers' capacity, the local layers' slots (at their
+    own width), the recurrent layers' state; nothing for layers that share another's cache."""
+    cache = _arrays(config.cache_layers(GLOBAL), plan.capacity, config.kv_dim, plan.kv_dtype)
     if config.local_layers:
-        cache.local = _arrays(config.local_layers, plan.local_slots, config.kv_dim, plan.kv_dtype)
+        cache.local = _arrays(config.cache_layers(LOCAL), plan.local_slots, config.local_kv_dim, plan.kv_dtype)
     if config.recurrent_layers:
         cache.state = zero_state(config)
     return cache

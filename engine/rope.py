@@ -17,7 +17,7 @@ def inv_freq(config: ModelConfig, freq_factors: np.ndarray | None = None, local:
     """theta_i = base^(-2i/n_rot) for the rotated dims' half, as float64, times the linear
     position scale (global layers), divided by per-frequency factors when the file has them
     (Llama 3.x rope_freqs, Phi-3 LongRoPE factors). local: the sliding-window layers' base."""
-    n_rot = config.rotary_dims
+    n_rot = config.local_rotary_dims if local else config.rotary_dims
     base = config.rope_local_base if local else config.rope_base
     theta = base ** (-np.arange(n_rot // 2, dtype=np.float64) * 2.0 / n_rot)
     if not local:

@@ -10,6 +10,11 @@ Two vocabulary kinds are supported, chosen by ``tokenizer.ggml.model``:
   identity normalisation); the leading space ("add_space_prefix") is added here, the way
   llama.cpp adds it: before the first text fragment and after every special token.
 
+* ``gemma4`` -- Gemma 4's BPE (llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4): merges over whole
+  UTF-8 characters (no byte-level alphabet), every space written as "▁" first, the text split
+  only into runs of newlines and runs of anything else (merges cross words), characters the
+  vocabulary lacks as ``<0xXX>`` byte tokens; a BOS always (llama.cpp forces it).
+
 Special tokens (control, user-defined and unknown types) are split out of the text
 first, exactly like llama.cpp's ``tokenizer_st_partition``: longest token text first,
 control/unknown ones only when ``parse_special`` is true, user-defined ones always.
@@ -258,7 +263,7 @@ class Tokenizer:
     add_bos: bool
     bos_text: str
     eos_text: str
-    model: str            # "gpt2" or "llama"
+    model: str            # "gpt2", "llama" or "gemma4"
     pre: str              # pre-tokenizer name actually used ("" for llama)
 
     def __init__(self) -> None:  # use from_metadata()
@@ -279,9 +284,9 @@ class Tokenizer:
             raise _fail("the model file has no tokenizer (tokenizer.ggml.model is missing)")
         if not isinstance(model, str):
             raise _fail(f"tokenizer.ggml.model should be a string, found {type(model).__name__}")
-        if model not in ("gpt2", "llama"):
-            raise _fail(f"unsupported tokenizer '{model}': Pinwheel reads 'gpt2' (BPE) and"
-                        f" 'llama' (SentencePiece) vocabularies")
+        if model not in ("gpt2", "llama", "gemma4"):
+            raise _fail(f"unsupported tokenizer '{model}': Pinwheel reads 'gpt2' (BPE), 'llama'"
+                        f" (SentencePiece) and 'gemma4' vocabularies")
         self = object.__new__(cls)
         self.model = model
         tokens = _get_list(md, "tokenizer.ggml.tokens", str, required=True)
@@ -346,6 +351,12 @@ class Tokenizer:
             self._add_space_prefix = _get_bool(md, "tokenizer.ggml.add_space_prefix", True)
             scores = _get_list(md, "tokenizer.ggml.scores", (int, float), required=False, min_len=n)
             self._build_spm(tokens, types, [float(s) for s in scores[:n]] if scores else [0.0] * n)
+        elif model == "gemma4":
+            self.pre = "gemma4"
+            self.add_bos = True  # llama.cpp adds Gemma 4's BOS whatever the file says
+            self._add_space_prefix = False
+            merges = _get_list(md, "tokenizer.ggml.merges", str, required=True)
+            self._build_bpe(tokens, types, text_to_id, merges, [r"[^\n]+|[\n]+"], False, raw_utf8=True)
         else:
             pre = md.get("tokenizer.ggml.pre")
             if pre is None or pre == "":
@@ -366,14 +377,16 @@ class Tokenizer:
         return self
 
     def _build_bpe(self, tokens: list[str], types: list[int], vocab: dict[str, int], merges: list[str],
-                   regexes: list[str], ignore_merges: bool) -> None:
+                   regexes: list[str], ignore_merges: bool, raw_utf8: bool = False) -> None:
+        """raw_utf8: Gemma 4's variant (module doc): characters as they are, spaces as "▁",
+        <0xXX> byte fallback; else GPT-2's byte-level BPE."""
         from tokenizers import Regex
         from tokenizers import Tokenizer as HFTokenizer
-        from tokenizers import models, pre_tokenizers
+        from tokenizers import models, normalizers, pre_tokenizers
 
         def bpe_model(pairs):
             return models.BPE(vocab=vocab, merges=pairs, ignore_merges=ignore_merges, fuse_unk=False,
-                              byte_fallback=False)
+                              byte_fallback=raw_utf8)
 
         # Every merge well formed and naming known tokens (the library refuses any other): built
         # as read. Else the ones that are, when they are nearly all (a few stray merges are
@@ -391,16 +404,22 @@ class Tokenizer:
                             f" merges name unknown tokens)")
         try:
             hf = HFTokenizer(bpe or bpe_model(pairs))
-            hf.pre_tokenizer = pre_tokenizers.Sequence(
-                [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
-                + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            splits = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+            if raw_utf8:
+                hf.normalizer = normalizers.Replace(" ", "\u2581")
+                hf.pre_tokenizer = pre_tokenizers.Sequence(splits)
+            else:
+                hf.pre_tokenizer = pre_tokenizers.Sequence(
+                    splits + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         except Exception as e:  # noqa: BLE001 - any library failure is a bad vocabulary
             raise _fail(f"cannot build the BPE tokenizer from the model file: {e}") from e
         self._hf = hf
         self._sp = None
         # Normal tokens are byte-level text: one character a byte, so all of them are mapped back
         # in one translate and cut at their lengths (a call per token cost ~40 ms per start).
-        normal = iter(_bytelevel_split([t for t, ty in zip(tokens, types) if ty == TT_NORMAL]))
+        normal = iter(_bytelevel_split([t for t, ty in zip(tokens, types) if ty == TT_NORMAL]) if not raw_utf8
+                      else (t.replace("\u2581", " ").encode("utf-8", "surrogatepass")
+                            for t, ty in zip(tokens, types) if ty == TT_NORMAL))
         pieces: list[bytes] = []
         for t, ty in zip(tokens, types):
             if ty == TT_NORMAL:
@@ -614,7 +633,7 @@ class Tokenizer:
         return StreamDecoder(self, skip_special=skip_special)
 
     def __repr__(self) -> str:
-        kind = f"gpt2/{self.pre}" if self.model == "gpt2" else "llama/spm"
+        kind = {"gpt2": f"gpt2/{self.pre}", "gemma4": "gemma4/bpe"}.get(self.model, "llama/spm")
         return f"<Tokenizer {kind} vocab={self.vocab_size} bos={self.bos_id} eos={self.eos_id}>"
 
 

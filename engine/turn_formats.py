@@ -42,6 +42,10 @@ _GEMMA = (  # Gemma has no system role: the system prompt is a user turn of its 
     "<start_of_turn>{{ 'model' if m['role'] == 'assistant' else 'user' }}\n{{ m['content'] | trim }}"
     "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
+_GEMMA4 = (  # Gemma 4 has a system role; <|turn> and <turn|> are its markers
+    "{{ bos_token }}{% for m in messages %}<|turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+    "{{ m['content'] | trim }}<turn|>\n{% endfor %}{% if add_generation_prompt %}<|turn>model\n{% endif %}"
+)
 _PHI3 = (  # Phi-3 mini's vocabulary has <|system|>, as do 3.5 and 4-mini
     "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
@@ -61,13 +65,14 @@ FORMATS: dict[str, TurnFormat] = {
         TurnFormat("chatml", _CHATML, ("<|im_start|>", "<|im_end|>"), "<|im_end|>"),
         TurnFormat("llama3", _LLAMA3, ("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"), "<|eot_id|>"),
         TurnFormat("gemma", _GEMMA, ("<start_of_turn>", "<end_of_turn>"), "<end_of_turn>"),
+        TurnFormat("gemma4", _GEMMA4, ("<|turn>", "<turn|>"), "<turn|>"),
         TurnFormat("phi3", _PHI3, ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>"), "<|end|>"),
         TurnFormat("mistral", _MISTRAL, ("[INST]", "[/INST]"), ""),
         TurnFormat("plain", _PLAIN, (), ""),
     )
 }
 # After the family's own format, the others in this order (the first whose markers all exist).
-_ORDER = ("chatml", "llama3", "gemma", "phi3", "mistral")
+_ORDER = ("chatml", "llama3", "gemma", "gemma4", "phi3", "mistral")
 
 
 def choose_format(preferred: str, has_special: Callable[[str], bool]) -> tuple[TurnFormat, str]:

@@ -95,6 +95,8 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
     from engine.config import LOCAL, RECURRENT
 
     cfg, P = model.config, model.params
+    if cfg.per_layer_weights:
+        return gemma4_reference_logprobs(model, ids, n_sink, window)
     L, H, KVH, hd = cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     S = n_sink + window
     theta_g, theta_l = _thetas(model, cfg, S)
@@ -170,6 +172,77 @@ def reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarra
         x = _ffn(cfg, P, layer, x)
     x = _rms(x, np.asarray(P.out_norm, np.float64), cfg.rms_eps)
     logits = _mm(x, _deq(P.head))
+    logits -= logits.max(-1, keepdims=True)
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return logp[np.arange(n - 1), ids[1:]]
+
+
+def _visible(cfg, t: int, is_local: bool, n_sink: int, window: int, local_win: int):
+    """The keys query t sees and (its position, theirs): a local layer at true positions within
+    its reach and ring; a global one the sinks and the window at StreamingLLM's in-cache positions."""
+    if is_local:
+        vis = [j for j in range(t + 1) if t - j < cfg.sliding_window and (j < n_sink or t - j < local_win)]
+        return vis, t, vis
+    vis = [j for j in range(t + 1) if j < n_sink or t - j < window]
+    p_q = min(t, n_sink + window - 1)
+    return vis, p_q, [j if j < n_sink else p_q - (t - j) for j in vis]
+
+
+def gemma4_reference_logprobs(model: Model, ids, n_sink: int, window: int) -> np.ndarray:
+    """reference_logprobs for Gemma 4, spelled from llama.cpp's gemma4-iswa.cpp: per-layer
+    weights and head sizes, K/V (normed, V without a weight) only in the layers that own them,
+    the shared layers reading their source layer's keys and values, the per-layer inputs after
+    each FFN, the layer output scale, and the soft-capped logits. Scores are not scaled."""
+    from engine.budget import local_slots
+    from engine.config import LOCAL
+
+    cfg, P = model.config, model.params
+    H, KVH, L, n_pl = cfg.n_heads, cfg.n_kv_heads, cfg.n_layers, cfg.per_layer_dim
+    S = n_sink + window
+    theta_g, _ = _thetas(model, cfg, S)
+    n_rot = cfg.local_rotary_dims
+    theta_l = cfg.rope_local_base ** (-(np.arange(n_rot // 2) * 2.0 / n_rot))
+    local_win = (local_slots(cfg, S, n_sink) or 0) - n_sink
+    one = lambda a: np.asarray(a[0], np.float64)  # noqa: E731
+    ids = np.asarray(ids)
+    n = ids.size
+    x = _deq(P.embed)[ids] * cfg.embed_scale
+    pl_table = _deq(P.pl_embed)[ids].reshape(n, L, n_pl) * np.sqrt(n_pl)
+    pl_proj = _mm(x, _deq(P.pl_model_proj)).reshape(n, L, n_pl) / np.sqrt(cfg.d_model)
+    pl = (_rms(pl_proj, np.asarray(P.pl_proj_norm, np.float64), cfg.rms_eps) + pl_table) / np.sqrt(2)
+    kv = {}  # layer -> its (k, v) [n, KVH, hd], normed, not rotated
+    for layer, w in enumerate(P.layers):
+        hd, is_local = cfg.head_dim_of(layer), cfg.kinds[layer] == LOCAL
+        wqkv = _deq(jax_index(w.wqkv, 0))
+        h = _rms(x, one(w.attn_norm), cfg.rms_eps)
+        q = _rms(_mm(h, wqkv[: H * hd]).reshape(n, H, hd), one(w.q_norm), cfg.rms_eps)
+        if cfg.owns_kv(layer):
+            k = _rms(_mm(h, wqkv[H * hd : (H + KVH) * hd]).reshape(n, KVH, hd), one(w.k_norm), cfg.rms_eps)
+            v = _rms(_mm(h, wqkv[(H + KVH) * hd :]).reshape(n, KVH, hd), 1.0, cfg.rms_eps)
+            kv[layer] = (k, v)
+        k, v = kv[cfg.kv_source(layer)]
+        theta = theta_l if is_local else theta_g
+        att = np.zeros((n, H, hd))
+        for t in range(n):
+            vis, p_q, kpos = _visible(cfg, t, is_local, n_sink, window, local_win)
+            qt = _rope_neox(q[t], p_q, theta)
+            kt = np.stack([_rope_neox(k[j], kp, theta) for j, kp in zip(vis, kpos)])
+            for head in range(H):
+                g = head // (H // KVH)
+                s_ = kt[:, g] @ qt[head] * cfg.scores_scale
+                p = np.exp(s_ - s_.max())
+                att[t, head] = (p / p.sum()) @ v[vis, g]
+        a = _mm(att.reshape(n, -1), _deq(jax_index(w.wo, 0)))
+        x = x + _rms(a, one(w.post_attn_norm), cfg.rms_eps)
+        F = cfg.ffn_width(layer)
+        gu = _mm(_rms(x, one(w.ffn_norm), cfg.rms_eps), _deq(jax_index(w.w_gate_up, 0)))
+        f = _mm(_gelu_ggml(gu[:, :F]) * gu[:, F:], _deq(jax_index(w.w_down, 0)))
+        x = x + _rms(f, one(w.post_ffn_norm), cfg.rms_eps)
+        g = _gelu_ggml(_mm(x, _deq(jax_index(w.pl_gate, 0)))) * pl[:, layer]
+        x = (x + _rms(_mm(g, _deq(jax_index(w.pl_proj, 0))), one(w.pl_norm), cfg.rms_eps)) * one(w.out_scale)
+    x = _rms(x, np.asarray(P.out_norm, np.float64), cfg.rms_eps)
+    logits = _mm(x, _deq(P.head))
+    logits = cfg.logit_softcap * np.tanh(logits / cfg.logit_softcap)
     logits -= logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     return logp[np.arange(n - 1), ids[1:]]

@@ -64,10 +64,17 @@ def test_config_names_family_and_layer_kinds(family_models, family):
         assert cfg.kinds == (RECURRENT, RECURRENT, GLOBAL) * 2 and cfg.attn_gate and cfg.rotary_dims == 16
         assert (cfg.ssm_conv, cfg.ssm_state, cfg.ssm_groups, cfg.ssm_heads) == (4, 32, 4, 8)
         assert cfg.rope_sections == (3, 3, 2, 0)
+    elif family == "gemma4":  # per-layer sliding flags; smaller sliding heads; the last 2 layers share K/V
+        assert cfg.kinds == (LOCAL,) * 3 + (GLOBAL, LOCAL, GLOBAL) and cfg.sliding_window == 16
+        assert (cfg.head_dim, cfg.local_head_dim, cfg.local_rotary_dims) == (32, 16, 16)
+        assert [cfg.kv_source(i) for i in range(6)] == [0, 1, 2, 3, 2, 3]  # the last earlier layer of the kind
+        assert cfg.ffn_dims == (128,) * 4 + (256,) * 2 and cfg.per_layer_dim == 32 and cfg.per_layer_weights
+        assert cfg.scores_scale == 1.0 and cfg.logit_softcap == 30.0 and cfg.v_norm and cfg.layer_scale
+        assert cfg.rope_local_base == 1e4 and cfg.embed_scale == pytest.approx(8.0)
     else:
         assert set(cfg.kinds) == {GLOBAL} and cfg.local_layers == 0
     assert cfg.qkv_bias == (family == "qwen2")
-    assert cfg.qk_norm == (family in ("qwen3", "gemma3", "qwen35"))
+    assert cfg.qk_norm == (family in ("qwen3", "gemma3", "qwen35", "gemma4"))
     if family == "phi3":
         assert cfg.rotary_dims == 12 < cfg.head_dim and cfg.rope_attn_factor == pytest.approx(1.19)
 
@@ -80,11 +87,17 @@ def test_plan_bytes_are_allocated_bytes(family_models, family, kv_dtype):
         plan = plan_memory(cfg, kv_dtype, window=window, sinks=sinks)
         assert allocate(cfg, plan).nbytes == plan.kv_bytes
         per = layer_bytes_per_position(cfg, kv_dtype)
-        want = cfg.global_layers * plan.capacity * per + cfg.state_bytes  # the window covers attention layers only
+        # the window covers attention layers only, and only those that own their K/V (Gemma 4)
+        own_global = cfg.global_layers - (1 if family == "gemma4" else 0)
+        want = own_global * plan.capacity * per + cfg.state_bytes
         assert plan.state_bytes == cfg.state_bytes and plan.recurrent_layers == cfg.recurrent_layers
+        assert plan.shared_kv_layers == (2 if family == "gemma4" else 0)
         if cfg.local_layers:
-            assert plan.local_layers == 5 and plan.local_slots == min(16 + sinks, plan.capacity)
-            want += cfg.local_layers * plan.local_slots * per
+            own_local = {"gemma3": 5, "gemma4": 3}[family]
+            assert plan.local_layers == own_local and plan.local_slots == min(16 + sinks, plan.capacity)
+            local_per = layer_bytes_per_position(cfg, kv_dtype, cfg.local_kv_dim)  # Gemma 4's sliding heads are half size
+            assert (local_per < per) == (family == "gemma4")
+            want += own_local * plan.local_slots * local_per
         else:
             assert plan.local_layers == 0 and plan.local_slots is None
         assert plan.kv_bytes == want
@@ -130,8 +143,11 @@ def test_every_family_matches_the_dense_reference(family_files):
     diffs = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(diffs) == len(FAMILIES) * len(CASES)
     # Gemma's GELU rounds through f16 as llama.cpp's CPU table does: a float64 reference lands
-    # on the other side of an f16 rounding now and then (1e-4-ish), never more.
-    bad = {k: d for k, d in diffs.items() if d > (1e-3 if k.startswith("gemma3") else 2e-4)}
+    # on the other side of an f16 rounding now and then (1e-4-ish), never more. Gemma 4 rounds
+    # twice as many GELUs (each layer's per-layer input gate too): a lone position reaches 2.4e-3
+    # (measured; its other positions stay under 1e-3, and a mask or rotary slip moves most by 1e-2+).
+    tol = {"gemma3": 1e-3, "gemma4": 3e-3}
+    bad = {k: d for k, d in diffs.items() if d > tol.get(k.split(":")[0], 2e-4)}
     assert not bad, bad
 
 
@@ -304,3 +320,24 @@ def test_smollm3_nope_layers_switched_off_move_agreement(family_files):
     model.config = dataclasses.replace(model.config, nope_layers=())
     r = q.compare_logits(ref, q.engine_logits(model, ids, "f32"), ids)
     assert r["mean_abs_dlogp"] > 0.09, r["mean_abs_dlogp"]
+
+
+@pytest.mark.llamacpp
+def test_gemma4_traits_switched_off_move_agreement(family_files):
+    """Each of Gemma 4's own conventions matters on its file: with any one of them switched off
+    (V's weightless norm, the logits' soft-cap, the layer output scale, the per-layer inputs,
+    unscaled scores) the agreement with llama.cpp falls from ~0.055 nats to 0.24 or worse
+    (measured: 0.25, 0.36, 1.2, 1.7, 1.2)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    import dataclasses
+
+    from bench import quality as q
+
+    model = load_model(family_files["gemma4"])
+    base, ids = model.config, text_ids(model, 120)
+    ref = q.llama_logits(family_files["gemma4"], ids, n_ctx=512, n_threads=2, type_kv=0)
+    for change in (dict(v_norm=False), dict(logit_softcap=0.0), dict(layer_scale=False), dict(per_layer_dim=0),
+                   dict(attn_scale=0.0)):
+        model.config = dataclasses.replace(base, **change)
+        r = q.compare_logits(ref, q.engine_logits(model, ids, "f32"), ids)
+        assert r["mean_abs_dlogp"] > 0.2, (change, r["mean_abs_dlogp"])
