@@ -7,8 +7,9 @@ are drawn faded, and the one message the window cuts has the start it no longer 
 marker sits at the boundary ("N tokens out of view"); pinned messages (their
 tokens are sinks) carry a "pinned" marker.  For a hybrid model (:meth:`ChatView.set_hybrid`) the
 marker and the faded messages say that the text is out of the attention window but still
-carried in the DeltaNet layers' summary, not that the model no longer sees it.  The streamed reply is coalesced: :meth:`ChatView.append_stream` only
-appends to a buffer, and a ~30 Hz timer re-renders the one growing message.
+carried in the DeltaNet layers' summary, not that the model no longer sees it.  The streamed
+reply is coalesced: :meth:`ChatView.append_stream` only appends to a buffer, and a ~30 Hz timer
+re-renders the one growing message.
 """
 from __future__ import annotations
 
@@ -284,12 +285,11 @@ class MessageWidget(QFrame):
             text = ""
         elif mem.faded:
             text = f"out of view ({mem.tokens:,} tokens)" if self.hybrid is None else \
-                f"out of view, summarized ({mem.tokens:,} tokens)"
+                f"summary only ({mem.tokens:,} tokens)"  # (short: a narrow chat elides the header)
             tip = "" if self.hybrid is None else wrapped(self.hybrid.out_of_view_tip())
         elif mem.partial:
             text = f"partly out of view: last {mem.in_cache:,} of {mem.tokens:,} tokens seen"
             if self.hybrid is not None:
-                text += " in full"
                 tip = wrapped(self.hybrid.out_of_view_tip())
         else:
             text = ""
@@ -733,14 +733,15 @@ class ChatView(QScrollArea):
             return
         faded = [what for what, shown in (("the faded part above", self._faded_above or not self._cut),
                                           ("the faded start of the message below", self._cut)) if shown]
+        # (no-break spaces hold each ▲ to its word: a narrow chat wrapped the last one onto a line of its own)
         if self.hybrid is None:
             self.boundary.setText(
-                f"▲ {self.out_of_view:,} tokens out of view — the model no longer sees {' and '.join(faded)} ▲")
+                f"▲\u00a0{self.out_of_view:,} tokens out of view — the model no longer sees "
+                f"{' and '.join(faded)}\u00a0▲")
             self.boundary.setToolTip("")
         else:  # out of the attention window, but the DeltaNet layers still carry a summary of it
-            self.boundary.setText(
-                f"▲ {self.out_of_view:,} tokens out of the attention window — the model keeps only a summary of "
-                f"{' and '.join(faded)} ▲")
+            self.boundary.setText(f"▲\u00a0{self.out_of_view:,} tokens out of the attention window — the model "
+                                  "keeps only a summary of the faded text\u00a0▲")
             self.boundary.setToolTip(wrapped(self.hybrid.out_of_view_tip()))
         anchor = self.widgets[local] if local < len(self.widgets) else None
         want = self._layout.indexOf(anchor) if anchor is not None else self._layout.count() - 1  # before the stretch

@@ -126,6 +126,13 @@ class MemoryGauge(QWidget):
         self.details = on
         self._refit()
 
+    def filled_bytes(self) -> float:
+        """The part of the conversation memory the chat fills now (the bar's strong part): the
+        cache's share of its slots in use, and a hybrid's fixed state from the first token."""
+        v = self.values
+        state = self.hybrid.state_bytes if self.hybrid is not None else 0
+        return state + (v.kv_bytes - state) * min(v.cache_tokens / max(v.capacity, 1), 1.0)
+
     def slots(self) -> tuple[int, int, int]:
         """(sinks, window used, free): the cache's slots, summing to its capacity. The sink slots
         are the sinks' whether or not their tokens are in yet (at first start the legend read
@@ -296,7 +303,7 @@ class MemoryGauge(QWidget):
         d = self.details
         self._tips = []
         budget = max(v.budget_bytes, 1)
-        filled = v.kv_bytes * min(v.cache_tokens / max(v.capacity, 1), 1.0)
+        filled = self.filled_bytes()
         top = y
         row("KV cache" if d else "Conversation memory",
             f"{fmt_bytes(v.kv_bytes)} / {fmt_bytes(v.budget_bytes)} budget" if d else fmt_bytes(v.kv_bytes))

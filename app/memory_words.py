@@ -36,6 +36,11 @@ def fmt_bytes(n: float | None) -> str:
     return f"{n:.1f} GiB"
 
 
+def nb(size: str) -> str:
+    """A size that a wrapped tooltip keeps on one line ("152.0 KiB")."""
+    return size.replace(" ", "\u00a0")
+
+
 def layers(n: int | None, kind: str = "") -> str:
     """"18 layers", "1 attention layer"; "the attention layers" when the count is not known."""
     if n is None:
@@ -58,8 +63,8 @@ class HybridMemory:
         figures in <b> (rich text)."""
         b, _b = ("<b>", "</b>") if bold else ("", "")
         seen = f"{approx_words(window)} words" if plain else f"{window:,} tokens"
-        return (f"{layers(self.recurrent_layers)} keep a fixed {b}{fmt_bytes(self.state_bytes)} summary{_b} of the whole "
-                f"chat; {layers(self.attention_layers, 'attention')} see the last {b}{seen}{_b}")
+        return (f"{layers(self.recurrent_layers)} keep a fixed {b}{fmt_bytes(self.state_bytes)} summary{_b} of "
+                f"the whole chat; {layers(self.attention_layers, 'attention')} see the last {b}{seen}{_b}")
 
     def summary_tip(self, window: int) -> str:
         """What the summary is and costs, for a tooltip."""
@@ -68,8 +73,8 @@ class HybridMemory:
                f"whole chat, even of text no longer in the window, but not its exact words. It takes "
                f"{fmt_bytes(self.state_bytes)} of the conversation memory and never grows, however long the chat runs.")
         if self.snapshot_bytes:
-            tip += (f" Copies of it kept at recent messages (at most {fmt_bytes(self.snapshot_bytes)}, beside the "
-                    f"conversation memory) let an edit or a regenerate re-read only about a window of text.")
+            tip += (f" Copies of it kept at recent messages (at most {nb(fmt_bytes(self.snapshot_bytes))}, beside "
+                    "the conversation memory) let an edit or a regenerate re-read only about a window of text.")
         return tip
 
     def out_of_view_tip(self) -> str:
@@ -77,14 +82,29 @@ class HybridMemory:
         return (f"The faded text has left the attention window: this model's "
                 f"{layers(self.attention_layers, 'attention')}, which read the chat word for word, no longer see "
                 f"it. Its {layers(self.recurrent_layers, 'DeltaNet')} still carry a summary of it, in a fixed "
-                f"{fmt_bytes(self.state_bytes)} state that every token of the chat has updated. So the model keeps the "
-                "gist of it, not its exact words. Pin a message (right-click it) to keep it in full view.")
+                f"{nb(fmt_bytes(self.state_bytes))} state that every token of the chat has updated. So the model "
+                "keeps the gist of it, not its exact words. Pin a message to keep it in full view.")
 
     def evicted_tip(self, evicted: int, seen: int) -> str:
         return (f"Tokens evicted: {evicted:,} of the {seen:,} tokens this conversation has fed the model have "
                 f"left the attention window. The {layers(self.attention_layers, 'attention')} no longer see them, "
                 f"but the {layers(self.recurrent_layers, 'DeltaNet')} still carry a summary of them (they stay in "
                 "the chat, faded, and in the saved conversation); memory stays the same size.")
+
+
+FORGETS = "so it will forget what was said a few messages ago."  # (engine.budget.short_window_warning's)
+
+
+def short_window_words(warning: str | None, hybrid: HybridMemory | None) -> str | None:
+    """The engine's short-window warning, for a hybrid: it loses the words of older text, not
+    all of it (its DeltaNet layers keep a summary)."""
+    if not warning or hybrid is None:
+        return warning
+    keeps = f"its {layers(hybrid.recurrent_layers, 'DeltaNet')} keep only a summary of older text."
+    if FORGETS in warning:
+        return warning.replace(FORGETS, "so it will lose the exact words of what was said a few messages ago: "
+                               + keeps)
+    return f"{warning} {keeps[0].upper()}{keeps[1:]}"
 
 
 def hybrid_memory(plan, config=None) -> HybridMemory | None:
@@ -99,4 +119,4 @@ def hybrid_memory(plan, config=None) -> HybridMemory | None:
                         int(getattr(plan, "snapshot_bytes", 0) or 0))
 
 
-__all__ = ["HybridMemory", "hybrid_memory"]
+__all__ = ["HybridMemory", "hybrid_memory", "short_window_words"]

@@ -15,6 +15,7 @@ from engine.budget import short_window_warning
 from engine.errors import PinwheelError
 
 from .memory_gauge import fmt_bytes
+from .memory_words import hybrid_memory, short_window_words
 from .settings import AppSettings, save_settings
 
 
@@ -67,7 +68,8 @@ class SettingsApplication:
         """Said when the model loads or a setting is applied, not only inside the preview: a
         window this short forgets within a few messages."""
         info = self.win.model_info
-        warning = short_window_warning(plan, info.config.context_length if info else None)
+        warning = short_window_words(short_window_warning(plan, info.config.context_length if info else None),
+                                     hybrid_memory(plan, info.config if info else None))
         if warning:
             self.win.show_error(warning, "warning", ("Use Auto memory", self.use_auto_memory))
 

@@ -35,7 +35,7 @@ from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW
 from engine.errors import SettingsError
 
 from .memory_gauge import fmt_bytes, words, wrapped
-from .memory_words import hybrid_memory
+from .memory_words import hybrid_memory, short_window_words
 from .settings import AppSettings
 
 BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
@@ -495,7 +495,7 @@ class SettingsPanel(QWidget):
                  f"Always kept: {' and '.join(kept) if kept else 'nothing'}",
                  f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
         if hybrid is not None and hybrid.snapshot_bytes:  # copies of the summary, beside the cache
-            lines[2] += f", and up to {fmt_bytes(hybrid.snapshot_bytes)} of summary copies for quick edits"
+            lines[2] += f", and up to {fmt_bytes(hybrid.snapshot_bytes)} more for quick edits"
         if getattr(plan, "local_layers", 0):
             lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
         same = self._same_as_applied(plan)
@@ -509,7 +509,8 @@ class SettingsPanel(QWidget):
         return None if a is None else (plan.kv_dtype, plan.sinks, plan.window) == (a.kv_dtype, a.sinks, a.window)
 
     def _short_note(self, plan) -> str:
-        warning = short_window_warning(plan, self.config.context_length)
+        warning = short_window_words(short_window_warning(plan, self.config.context_length),
+                                     hybrid_memory(plan, self.config))
         return f"<br>⚠ {warning}" if warning else ""
 
     @staticmethod

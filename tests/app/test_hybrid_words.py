@@ -58,9 +58,15 @@ def test_the_preview_says_what_a_hybrid_remembers(qtbot):
     assert hybrid_words(plan, cfg) in panel.previewLabel.text()
     panel.set_details(False)
 
+    panel.windowSpin.setValue(512)  # a short window: the warning says what the summary keeps
+    assert "so it will lose the exact words of what was said a few messages ago: its " \
+           f"{cfg.recurrent_layers} DeltaNet layers keep only a summary of older text." in panel.previewLabel.text()
+    assert "forget" not in panel.previewLabel.text()
+
     panel.set_model_config(FLAT)  # another model, whose layers all attend: nothing new is said
     plain, expert = panel.previewLabel.text(), panel.preview_text()
     assert plain.startswith("Recent text the model sees: <b>")
+    assert "so it will forget what was said a few messages ago" in plain
     for text in (plain, expert):
         assert "summary" not in text and "attention layers" not in text and "snapshot" not in text, text
 
@@ -97,11 +103,14 @@ def test_the_gauge_shows_the_summary_and_what_left_the_window(qtbot):
     gauge = MemoryGauge()
     qtbot.addWidget(gauge)
     gauge.set_plan(plan, cfg)
+    assert gauge.filled_bytes() == plan.state_bytes  # nothing said yet, but the state is all there
     gauge.set_snapshot(snapshot_of(plan, seen=5000, evicted=5000 - plan.capacity))
+    assert gauge.filled_bytes() == plan.kv_bytes
     rows = {label: (value, tip) for label, value, tip in gauge.rows()}
     value, tip = rows["Summary of the whole chat"]
     assert value == f"{fmt_bytes(plan.state_bytes)}, fixed"
-    assert hybrid_words(plan, cfg) in tip and "never grows" in tip and fmt_bytes(plan.snapshot_bytes) in tip
+    assert hybrid_words(plan, cfg) in tip and "never grows" in tip
+    assert f"at most {fmt_bytes(plan.snapshot_bytes)}, beside".replace(" MiB", "\u00a0MiB") in tip
     assert "Forgotten so far" not in rows  # it is summarised, not forgotten
     value, tip = rows["Left the window"]
     assert value == f"{words(5000 - plan.capacity)} words, summarized"
@@ -146,13 +155,13 @@ def test_the_divider_says_a_hybrid_keeps_a_summary_of_the_faded_text(qtbot):
 
     view.set_hybrid(hybrid_memory(plan, cfg))  # the plan in force is a hybrid's
     text, tip = view.boundary.text(), view.boundary.toolTip()
-    assert "60 tokens out of the attention window" in text and "keeps only a summary of" in text, text
+    assert "60 tokens out of the attention window" in text and "keeps only a summary of the faded text" in text
     assert "no longer sees" not in text
     assert f"{cfg.attention_layers} attention layers" in tip and f"{cfg.recurrent_layers} DeltaNet layers" in tip
     assert "still carry a summary of it" in tip
-    assert view.widgets[0].memoryLabel.text() == "out of view, summarized (40 tokens)"
-    assert "summary" in view.widgets[0].memoryLabel.toolTip()
-    assert view.widgets[1].memoryLabel.text().endswith("tokens seen in full")
+    assert view.widgets[0].memoryLabel.text() == "summary only (40 tokens)"
+    assert "still carry a summary of it" in view.widgets[0].memoryLabel.toolTip()
+    assert "still carry a summary of it" in view.widgets[1].memoryLabel.toolTip()  # the message cut
 
     view.set_hybrid(None)  # another model, whose layers all attend: the words as before
     assert view.boundary.text() == before and not view.boundary.toolTip()
@@ -181,6 +190,8 @@ def test_a_qwen35_chat_past_its_window_says_the_summary_everywhere(qtbot, tmp_pa
         set_settings(win, max_tokens=16, temperature=0.8)
         _rebuilt, plan, _ = apply_and_wait(win, qtbot, window=64)
         assert plan.window == 64 and plan.state_bytes == cfg.state_bytes
+        assert win.banner.isVisible()  # a short window, said when applied: what the summary keeps
+        assert f"its {cfg.recurrent_layers} DeltaNet layers keep only a summary" in win.banner.label.text()
         for i in range(3):
             send(win, qtbot, f"message number {i} with a few more words in it")
         qtbot.waitUntil(lambda: win.chat.out_of_view > 0, timeout=10_000)
