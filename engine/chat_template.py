@@ -362,6 +362,33 @@ class ChatTemplate:
         with self._lock:   # Jinja templates are thread-safe, but keep one render per template
             return self._guarded(work, "render")
 
+    PROBE = "\x01"  # the stand-in user turn render_head appends (a character no chat contains)
+
+    def render_head(self, messages: list[dict]) -> str:
+        """The text `messages` (a system prompt, say) take at the start of a conversation, for a
+        session's sinks. That is their render where the template renders them on their own; a
+        template that refuses a conversation without a user turn (Qwen3.5's raises "No user
+        query found in messages." for a system prompt alone, as it does in transformers) gives
+        the text before a stand-in user turn instead. Raises the template's own error when that
+        does not work either."""
+        try:
+            return self.render(messages, add_generation_prompt=False)
+        except TemplateError as refused:
+            probe = [{"role": "user", "content": self.PROBE}]
+            try:
+                with_probe = self.render(list(messages) + probe, add_generation_prompt=False)
+                alone = self.render(probe, add_generation_prompt=False)
+            except TemplateError:
+                raise refused from None
+            # the stand-in turn's text is `alone`, less the BOS the template may open every
+            # conversation with: the head is what comes before that text
+            bos = self.bos_token
+            for opening in ([bos] if bos and alone.startswith(bos) else []) + [""]:
+                turn = alone[len(opening):]
+                if self.PROBE in turn and with_probe.endswith(turn) and with_probe.startswith(opening):
+                    return with_probe[: len(with_probe) - len(turn)]
+            raise refused from None
+
     def __repr__(self) -> str:
         kind = "ChatML fallback" if self.is_fallback else f"{len(self.source)} chars"
         return f"<ChatTemplate {kind}>"

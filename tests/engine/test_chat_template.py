@@ -97,6 +97,32 @@ def test_tools_and_documents_are_none_unless_given_as_in_transformers():
     assert tpl.render(CONVO, add_generation_prompt=False, documents=[]) == "docs2+2?"
 
 
+NEEDS_A_USER = ("{{ bos_token }}{% if not (messages | selectattr('role', 'equalto', 'user') | list) %}"
+                "{{ raise_exception('No user query found in messages.') }}{% endif %}"
+                "{% for m in messages %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}")
+
+
+@pytest.mark.parametrize("bos", ["", "<s>"])
+def test_the_head_of_a_template_that_needs_a_user_turn(bos):
+    tpl = ChatTemplate(NEEDS_A_USER, bos_token=bos)
+    with pytest.raises(TemplateError, match="No user query"):
+        tpl.render(CONVO[:1], add_generation_prompt=False)
+    head = tpl.render_head(CONVO[:1])
+    assert head == f"{bos}<system>Be brief.</system>"
+    assert tpl.render(CONVO, add_generation_prompt=False).startswith(head)
+
+
+def test_the_head_is_the_render_where_a_template_renders_it():
+    tpl = ChatTemplate(LLAMA3_LIKE, bos_token="<|begin_of_text|>")
+    assert tpl.render_head(CONVO[:1]) == tpl.render(CONVO[:1], add_generation_prompt=False)
+
+
+def test_the_head_keeps_a_templates_other_refusals():
+    src = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    with pytest.raises(TemplateError, match="System role not supported"):
+        ChatTemplate(src).render_head(CONVO[:1])
+
+
 def test_extra_message_keys_are_passed_through():
     src = "{% for m in messages %}{{ m.role }}{{ '*' if m.pinned else '' }} {% endfor %}"
     msgs = [{"role": "user", "content": "a", "pinned": True}, {"role": "assistant", "content": "b"}]

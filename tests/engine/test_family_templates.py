@@ -338,3 +338,11 @@ def test_2026_tool_calls_render_like_transformers(family, gen):
         assert "<|tool_call>call:get_weather{city:<|\"|>Z\u00fcrich<|\"|>,days:[1,2],hot:true}<tool_call|>" in out
     else:
         assert "<parameter=days>\n[1, 2]\n</parameter>" in out and "<tool_response>\n{\"temp\": 21}" in out
+
+
+def test_qwen35_system_head_is_the_system_turn():
+    # what a session pins as its sinks: the system turn the conversation starts with, though the
+    # template refuses to render a system prompt alone
+    head = ChatTemplate(source("qwen35"), eos_token="<|im_end|>").render_head(CONVO[:1])
+    assert head == "<|im_start|>system\nYou are terse.<|im_end|>\n"
+    assert reference("qwen35", CONVO, add_generation_prompt=True).startswith(head)
