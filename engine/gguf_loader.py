@@ -429,15 +429,45 @@ class _Tensors:
         t = self.by_name.get(name)
         return None if t is None else t.tensor_type.name
 
-    def blocks(self, name: str, shape: tuple[int, ...], fmt: str, block: int = 4096):
-        """Tensor `name` in format fmt (engine.quant), `block` rows at a time: yields (first row,
-        q, d, m) in row layout, so no whole f32 (or even block) copy of a large tensor exists."""
+    def _shaped(self, name: str, shape: tuple[int, ...]):
+        """Tensor `name`'s header, checked to have this shape."""
         t = self.by_name.get(name)
         if t is None:
             raise ModelFileError(f"missing tensor {name}")
         full = tuple(int(x) for x in reversed(t.shape.tolist()))
         if full != shape:
             raise ModelFileError(f"tensor {name} has shape {full}, the metadata implies {shape}")
+        return t
+
+    def relay(self, name: str, shape: tuple[int, ...], fmt: str, dst: tuple, g0: int, heads: int | None = None,
+              block: int = 4096) -> bool:
+        """Tensor `name` straight from the file's bytes into groups g0.. of one layer's arrays in
+        the kernel's layout (engine.quant.relay), `block` rows at a time, where the kernel library
+        re-lays its type in format fmt; heads: un-permute its rows first (taken whole). False,
+        with nothing written, where it does not (then blocks() and quant.interleave do it)."""
+        t = self._shaped(name, shape)
+        if not quant.relayable(t.tensor_type.name, fmt):
+            return False
+        block = shape[0] if heads is not None else block  # (a multiple of 8: whole groups a block)
+        row_bytes = int(t.n_bytes) // shape[0]
+        for r0 in range(0, shape[0], block):
+            rows = slice(r0, min(r0 + block, shape[0]))
+            raw = _stored(t, rows)  # a view of the file's map: no copy
+            if heads is not None:
+                raw = unpermute_qk(raw, heads)
+            try:
+                bad = quant.relay(raw, fmt, dst, g0 + r0 // quant.GROUP)
+            except ValueError as e:
+                raise ModelFileError(f"tensor {name} cannot be stored: {e}") from None
+            if bad:
+                raise ModelFileError(f"tensor {name} holds NaN or infinite scales")
+            self.release_pages(int(t.data_offset) + r0 * row_bytes, (rows.stop - r0) * row_bytes)
+        return True
+
+    def blocks(self, name: str, shape: tuple[int, ...], fmt: str, block: int = 4096):
+        """Tensor `name` in format fmt (engine.quant), `block` rows at a time: yields (first row,
+        q, d, m) in row layout, so no whole f32 (or even block) copy of a large tensor exists."""
+        t = self._shaped(name, shape)
         type_name = t.tensor_type.name
         row_bytes = int(t.n_bytes) // shape[0]
         for r0 in range(0, shape[0], block):
@@ -526,9 +556,10 @@ def _stack(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
     if xla:  # no kernel: the XLA path's own int8 form, and nothing of the kernel's layout
         form, pieces = quant.XLA_FORMS[fmt], quant.xla_pieces(inp)
         q, d, m = quant.empty_xla(form, (len(names),), out, inp)
-    else:
-        q, d, m = quant.empty(fmt, (len(names),), out, inp)
+    else:  # the kernel's chunked layout, written in place group by group
+        q, d, m = quant.empty_chunked(fmt, (len(names),), out, inp)
     G = quant.GROUP
+    layer = lambda i: tuple(None if a is None else a[i] for a in (q, d, m))  # noqa: E731
 
     def put(i, r0, part):  # rows r0.. of layer i; r0 and every member's size are multiples of 8
         if xla:
@@ -536,14 +567,16 @@ def _stack(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
                 if dst is not None:
                     quant.put_xla_rows(dst[i], r0, a, pieces)
             return
-        for dst, a in zip((q, d, m), quant.interleave(*part, fmt)):
+        for dst, a in zip(layer(i), quant.interleave(*part, fmt)):
             if dst is not None:
-                dst[i, r0 // G : r0 // G + len(a)] = a
+                quant.put_groups(dst, r0 // G, a)
 
     for i, members in enumerate(names):
         r0 = 0
         for name, rows, heads in members:
-            if heads is None:
+            if not xla and tensors.relay(name, (rows, inp), fmt, layer(i), r0 // G, heads):
+                pass  # the file's blocks re-laid by the kernel library, in place
+            elif heads is None:
                 for b0, *part in tensors.blocks(name, (rows, inp), fmt):
                     put(i, r0 + b0, part)
             else:  # un-permuting mixes rows across the tensor: q and k are taken whole (<= d x d)
@@ -551,8 +584,6 @@ def _stack(tensors: _Tensors, names: list[list[tuple[str, int, int | None]]], in
                 put(i, r0, [None if a is None else unpermute_qk(a, heads) for a in part])
             r0 += rows
         tensors.release_pages()  # this layer's file pages: the peak stays one layer above the model
-    if not xla:
-        q, d, m = (quant.to_chunks(a) for a in (q, d, m))
     if not stacked:
         q, d, m = (None if a is None else a[0] for a in (q, d, m))
     if xla:

@@ -841,6 +841,66 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 
 
+def empty_chunked(fmt: str, lead: tuple[int, ...], out: int, inp: int):
+    """empty()'s arrays seen in the kernel's chunked layout [..., G/K, nb, K * width] (views:
+    filled group by group with put_groups or relay, in place, with no to_chunks pass)."""
+    G = -(-out // GROUP)
+    K = chunk_width(G)
+    return tuple(None if a is None else a.reshape(*a.shape[:-3], G // K, a.shape[-2], K * a.shape[-1])
+                 for a in empty(fmt, lead, out, inp))
+
+
+def put_groups(dst: np.ndarray, g0: int, a: np.ndarray) -> None:
+    """Groups g0, g0 + 1, ... of one layer (interleave's output a [n, nb, width], group order)
+    into that layer's chunked array dst [G/K, nb, K * width], where to_chunks would put them."""
+    C, nb, kw = dst.shape
+    K = kw // a.shape[-1]
+    v = dst.reshape(C, nb, K, -1)  # [chunk, block, group in chunk, width]: a view
+    g, end = g0, g0 + len(a)
+    while g < end and (g % K or end - g < K):  # groups of a chunk shared with a neighbour
+        v[g // K, :, g % K] = a[g - g0]
+        g += 1
+    whole = (end - g) // K
+    if whole:
+        v[g // K : g // K + whole] = a[g - g0 : g - g0 + whole * K].reshape(whole, K, nb, -1).transpose(0, 2, 1, 3)
+    for g in range(g + whole * K, end):
+        v[g // K, :, g % K] = a[g - g0]
+
+
+def relayable(type_name: str, fmt: str) -> bool:
+    """Whether relay can write a tensor of GGUF type type_name held in format fmt: its own
+    format, with the kernel library's re-layout loaded."""
+    native = NATIVE.get(type_name)
+    return native is not None and native[0] == fmt and kernels.relayout() is not None
+
+
+def _threads() -> int:
+    """Cores for re-laying a tensor: this process's share of the machine (PINWHEEL_KERNEL_THREADS
+    caps it, as it caps the kernel's products)."""
+    import os
+
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cap = os.environ.get("PINWHEEL_KERNEL_THREADS", "")
+    return max(1, min(n, int(cap))) if cap.isdigit() else n
+
+
+def relay(raw: np.ndarray, fmt: str, dst: tuple, g0: int) -> int:
+    """GGUF rows raw [rows, row bytes] of a tensor held in its own format fmt (relayable) ->
+    groups g0, g0 + 1, ... of one layer's chunked arrays dst (q, d, m: empty_chunked's, without
+    the layer axis), in the kernel library (relayout.cc: the bytes interleave and to_chunks
+    would write, from the file's bytes, on every core). Returns the NaN or infinite scales met."""
+    raw = np.ascontiguousarray(raw)
+    q, d, m = dst
+    G = q.shape[0] * (q.shape[-1] // _BLOCK_BYTES[fmt])
+    inp = q.shape[1] * QK
+    ptr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
+    bad = kernels.relayout()(fmt.encode(), ptr(raw), raw.shape[0], raw.shape[1] if raw.ndim == 2 else 0, inp,
+                             ptr(q), ptr(d), ptr(m), G, g0, _threads())
+    if bad < 0:
+        raise ValueError(f"{raw.shape} bytes do not fit {fmt} rows of {inp} values")
+    return bad
+
+
 def xla_rows(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     """Row-layout blocks of kernel format fmt (convert's output) -> the XLA form's rows: int8
     values [out, in] (4-bit values unpacked from GGUF's nibble order, q4_0's minus 8), d and m

@@ -79,3 +79,19 @@ def test_held_bytes_bench_reports_a_type(capsys):
     assert held_bytes.main(["--types", "Q4_K_M"]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("Q4_K_M"))
     assert float(line.split("held / file")[1].split()[0]) <= 1.02, line
+
+
+@pytest.mark.timeout(300)
+def test_load_time_bench_times_both_engines(tiny_bpe_gguf, tmp_path, capsys):
+    """bench.load_time: best load and load -> first token of each engine, and their ratio (ours
+    alone without llama-cpp-python)."""
+    from bench import load_time
+
+    llama = importlib.util.find_spec("llama_cpp") is not None
+    out = tmp_path / "load.json"
+    args = ["--model", str(tiny_bpe_gguf), "--repeat", "1", "--json", str(out)] + ([] if llama else ["--no-llamacpp"])
+    assert load_time.main(args) == 0
+    r, = json.loads(out.read_text())
+    assert 0 < r["best"]["ours"]["load_s"] <= r["best"]["ours"]["first_token_s"]
+    if llama:
+        assert r["ratio"]["first_token_s"] > 0 and "ours / llama.cpp" in capsys.readouterr().out

@@ -60,8 +60,8 @@ def library_path(cxx: str) -> Path:
     import jaxlib
 
     h = hashlib.sha256()
-    h.update(SOURCE.read_bytes())
-    h.update(SOURCE.with_name("cpu_features.cc").read_bytes())
+    for name in variants.SOURCES:
+        h.update(SOURCE.with_name(name).read_bytes())
     h.update(jaxlib.__version__.encode())
     h.update(cxx.encode())
     h.update(" ".join(_FLAGS).encode())
@@ -87,7 +87,7 @@ def build(cxx: str | None = None) -> Path:
     fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so.tmp")
     os.close(fd)
     try:
-        cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), str(SOURCE), str(SOURCE.with_name("cpu_features.cc")),
+        cmd = [cxx, *_FLAGS, "-isystem", jax.ffi.include_dir(), *(str(SOURCE.with_name(s)) for s in variants.SOURCES),
                "-o", tmp]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
@@ -210,6 +210,23 @@ def formats() -> tuple[str, ...]:
                 f.restype = ctypes.c_char_p
                 _state["formats"] = tuple(f().decode().split())
     return _state["formats"]
+
+
+def relayout():
+    """The library's re-layout of GGUF blocks into the kernel's layout (relayout.cc's
+    pinwheel_relayout, a ctypes function: it releases the GIL), or None on the XLA path or with
+    a library built before it (engine.quant then re-lays the blocks in numpy)."""
+    if not available():
+        return None
+    with _lock:
+        if "relayout" not in _state:
+            f = getattr(_state["lib"], "pinwheel_relayout", None)
+            if f is not None:
+                p, i64 = ctypes.c_void_p, ctypes.c_int64
+                f.restype = i64
+                f.argtypes = [ctypes.c_char_p, p, i64, i64, i64, p, p, p, i64, i64, ctypes.c_int]
+            _state["relayout"] = f
+    return _state["relayout"]
 
 
 def status() -> str:

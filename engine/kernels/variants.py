@@ -66,7 +66,7 @@ def choose(arch: str, features: frozenset[str] | set[str], built: set[str] | Non
 
 
 LIB_PREFIX = "libpinwheel_qmatmul-"
-SOURCES = ("qmatmul.cc", "cpu_features.cc")  # beside this file
+SOURCES = ("qmatmul.cc", "relayout.cc", "cpu_features.cc")  # beside this file
 INCLUDE = "include"  # the vendored XLA FFI headers, beside this file
 BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
 
