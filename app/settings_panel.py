@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 
 from engine.budget import (AUTO_SINKS_WITHOUT_SYSTEM, MIB, MIN_SLOTS, MIN_WINDOW, NEEDLE_BUDGET, auto_budget,
                            budget_slots, plan_memory, short_window_warning)
+from engine.config import GLOBAL
 from engine.errors import SettingsError
 
 from .memory_gauge import fmt_bytes, words, wrapped
@@ -534,15 +535,23 @@ class SettingsPanel(QWidget):
         return note
 
     def _split_note(self, plan) -> str:
-        """Gemma 3's sliding-window layers hold only what they can see; say so, with the bytes."""
+        """Sliding-window layers (Gemma 3, 4) hold only what they can see; say so, with the bytes.
+        The global layers are those that hold a cache of their own (bytes_per_position is theirs);
+        Gemma 4's shared layers read an earlier layer's and hold none."""
         if not getattr(plan, "local_layers", 0):
             return ""
         c = self.config
-        glob = plan.kv_bytes - plan.local_layers * plan.local_slots * (plan.bytes_per_position // max(c.global_layers, 1))
+        glob = plan.capacity * plan.bytes_per_position
+        local = plan.kv_bytes - glob - getattr(plan, "state_bytes", 0)
+        owning = c.cache_layers(GLOBAL) if hasattr(c, "cache_layers") else c.global_layers
         layers = lambda n, kind: f"{n} {kind} layer{'s' if n != 1 else ''}"  # noqa: E731
-        return (f"<br>{layers(c.global_layers, 'global')} × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
+        note = (f"<br>{layers(owning, 'global')} × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
                 f"{layers(plan.local_layers, 'sliding-window')} × {plan.local_slots:,} slots "
-                f"({fmt_bytes(plan.kv_bytes - glob)}; window {c.sliding_window:,})")
+                f"({fmt_bytes(local)}; window {c.sliding_window:,})")
+        shared = getattr(plan, "shared_kv_layers", 0)
+        if shared:
+            note += f" + {layers(shared, 'shared')} reading an earlier layer's cache (0 B)"
+        return note
 
     def preview_text(self) -> str:
         """The preview in exact terms (slots, sinks, window, bytes), whichever words are shown."""

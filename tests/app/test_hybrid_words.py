@@ -1,4 +1,5 @@
-"""Issue 25 (3, 4): what a hybrid model remembers, in the window's words.
+"""Issue 25 (3, 4): what a hybrid model remembers, in the window's words (and Gemma 4's layers
+without a cache of their own, in the preview's exact terms).
 
 Qwen3.5's DeltaNet layers keep a fixed summary of the whole chat and only its attention layers
 read the window. The settings preview and the memory gauge say so, and text that has left the
@@ -83,6 +84,29 @@ def test_a_budget_below_a_hybrids_smallest_cache_counts_the_state(qtbot):
     plan = panel.preview_plan()
     assert plan.kv_bytes > plan.budget_bytes
     assert f"the smallest cache is 160 slots = {fmt_bytes(plan.kv_bytes)}" in panel.preview_text()
+
+
+def test_the_preview_counts_only_the_layers_that_hold_a_cache(qtbot, tmp_path):
+    """Gemma 4: the exact-terms split names the global layers that own a cache (the shared ones
+    read an earlier layer's), and each kind's bytes at its own width."""
+    from app.memory_gauge import fmt_bytes
+    from engine.budget import layer_bytes_per_position
+    from engine.config import GLOBAL, LOCAL
+    from engine.gguf_loader import config_from_metadata, metadata, read_gguf
+    from tests.fixtures.family_gguf import write_family_gguf
+
+    cfg = config_from_metadata(metadata(read_gguf(str(write_family_gguf(tmp_path / "g4.gguf", "gemma4")))))
+    assert cfg.shared_kv_layers and cfg.cache_layers(GLOBAL) < cfg.global_layers
+    panel = panel_for(qtbot, cfg)
+    plan = panel.preview_plan()
+    glob = cfg.cache_layers(GLOBAL) * plan.capacity * layer_bytes_per_position(cfg, plan.kv_dtype)
+    local = cfg.cache_layers(LOCAL) * plan.local_slots * layer_bytes_per_position(cfg, plan.kv_dtype, cfg.local_kv_dim)
+    assert glob + local == plan.kv_bytes
+    n = cfg.cache_layers(GLOBAL)
+    assert (f"{n} global layer{'s' if n != 1 else ''} × {plan.capacity:,} slots ({fmt_bytes(glob)}) + "
+            f"{cfg.cache_layers(LOCAL)} sliding-window layers × {plan.local_slots:,} slots ({fmt_bytes(local)}; "
+            f"window {cfg.sliding_window:,}) + {cfg.shared_kv_layers} shared layers reading an earlier layer's cache "
+            "(0 B)") in panel.preview_text(), panel.preview_text()
 
 
 def snapshot_of(plan, *, seen: int, evicted: int) -> StatsSnapshot:
