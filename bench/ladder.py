@@ -32,14 +32,14 @@ class Rung:
     ffn_dim: int
     head_dim: int = 64
     note: str = ""
-    arch: str = "llama"  # qwen2: Q/K/V biases, NEOX rotary
+    arch: str = "llama"  # qwen2: Q/K/V biases, NEOX rotary; qwen35, gemma4: the family's own layout
     vocab: int = 0  # pad the default tokenizer to this many tokens (0: its own 49,152)
+    meta: tuple = ()  # the family's own metadata: (key without the arch prefix, value) pairs
 
     @property
     def params(self) -> int:
-        d, hd, L = self.d_model, self.head_dim, self.n_layers
-        per_layer = d * hd * (2 * self.n_heads + 2 * self.n_kv_heads) + 3 * d * self.ffn_dim
-        return L * per_layer + (self.vocab or 49152) * d  # tied embedding
+        """Weights in the file (the tied embedding once; no norms)."""
+        return sum(int(np.prod(shape)) for _, shape, kind in _specs(self, self.vocab or 49152) if kind == "mat")
 
 
 RUNGS = (
@@ -62,7 +62,20 @@ RUNGS = (
     Rung("gemma-3-4b", 34, 2560, 8, 4, 10240, head_dim=256, vocab=262144,
          note="Gemma-3-4B's shape and 262,144-token vocabulary (as llama blocks: every layer global)"),
 )
-BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b")  # run with --rungs: 2-9 GB files
+# Gemma 4 E2B (google/gemma-4-E2B's text_config): 35 layers of which every 5th is global with
+# 512-wide heads, the others sliding over 512 tokens with 256-wide heads; the last 20 share the
+# K/V of layers 13 (sliding) and 14 (global) and have double-wide FFNs; 256 per-layer inputs a layer.
+_E2B_LOCAL = tuple(i % 5 < 4 for i in range(35))
+GEMMA4_E2B = Rung("gemma-4-e2b", 35, 1536, 8, 1, 6144, head_dim=512, arch="gemma4", vocab=262144,
+                  note="Gemma 4 E2B's shape: per-layer embeddings, 20 KV-shared layers, 262,144 tokens",
+                  meta=(("attention.sliding_window_pattern", list(_E2B_LOCAL)), ("attention.sliding_window", 512),
+                        ("attention.key_length_swa", 256), ("attention.value_length_swa", 256),
+                        ("rope.dimension_count_swa", 256), ("rope.freq_base_swa", 10000.0),
+                        ("attention.shared_kv_layers", 20), ("embedding_length_per_layer_input", 256),
+                        ("final_logit_softcapping", 30.0),
+                        ("feed_forward_length", [6144] * 15 + [12288] * 20)))
+RUNGS = RUNGS + (GEMMA4_E2B,)
+BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b", "gemma-4-e2b")  # run with --rungs: 2-9 GB files
 TYPES = ("Q4_0", "Q8_0")  # written directly
 QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS")  # made by llama.cpp's quantizer
 DEFAULT_TYPES = ("Q4_0", "Q8_0", "Q4_K_M")
@@ -91,9 +104,67 @@ def _random_blocks(rng, qtype, rows: int, cols: int) -> np.ndarray:
     return raw.reshape(rows, nb * type_size)
 
 
+def _metadata(rung: Rung, n_vocab: int) -> dict:
+    """The rung's model keys (GGUF key -> value), the family's own included."""
+    a = rung.arch
+    md = {f"{a}.block_count": rung.n_layers, f"{a}.embedding_length": rung.d_model,
+          f"{a}.attention.head_count": rung.n_heads, f"{a}.attention.head_count_kv": rung.n_kv_heads,
+          f"{a}.attention.key_length": rung.head_dim, f"{a}.attention.value_length": rung.head_dim,
+          f"{a}.feed_forward_length": rung.ffn_dim, f"{a}.context_length": 8192, f"{a}.rope.freq_base": 100000.0,
+          f"{a}.attention.layer_norm_rms_epsilon": 1e-5, f"{a}.rope.dimension_count": rung.head_dim,
+          f"{a}.vocab_size": n_vocab}
+    md.update({f"{a}.{k}": v for k, v in rung.meta})
+    return md
+
+
+def _specs(rung: Rung, n_vocab: int) -> list[tuple[str, tuple[int, ...], str]]:
+    """Every tensor of the rung: (name, numpy shape, "mat" for a matrix in the file's type, "vec"
+    for an F32 vector or table). Llama/Qwen2 blocks as written here before; other families from
+    the engine's own tensor list for the config the metadata gives (engine.families)."""
+    d, hd, F = rung.d_model, rung.head_dim, rung.ffn_dim
+    if rung.arch in ("llama", "qwen2"):
+        out = [("token_embd.weight", (n_vocab, d), "mat"), ("output_norm.weight", (d,), "vec")]
+        for i in range(rung.n_layers):
+            p = f"blk.{i}."
+            out += [(p + "attn_norm.weight", (d,), "vec"), (p + "ffn_norm.weight", (d,), "vec"),
+                    (p + "attn_q.weight", (rung.n_heads * hd, d), "mat"),
+                    (p + "attn_k.weight", (rung.n_kv_heads * hd, d), "mat"),
+                    (p + "attn_v.weight", (rung.n_kv_heads * hd, d), "mat")]
+            if rung.arch == "qwen2":
+                out += [(p + f"attn_{t}.bias", (n * hd,), "vec")
+                        for t, n in (("q", rung.n_heads), ("k", rung.n_kv_heads), ("v", rung.n_kv_heads))]
+            out += [(p + "attn_output.weight", (d, rung.n_heads * hd), "mat"), (p + "ffn_gate.weight", (F, d), "mat"),
+                    (p + "ffn_up.weight", (F, d), "mat"), (p + "ffn_down.weight", (d, F), "mat")]
+        return out
+    from engine.families import FAMILIES, model_tensors
+    from engine.gguf_loader import config_from_metadata
+
+    cfg = config_from_metadata({"general.architecture": rung.arch} | _metadata(rung, n_vocab))
+    wanted = model_tensors(FAMILIES[rung.arch], cfg, lambda n: False)
+    keep = {"rope_freqs.weight"} if rung.arch == "gemma4" else set()  # llama.cpp requires Gemma 4's
+    return [(n, shape, "mat" if len(shape) == 2 and "conv1d" not in n else "vec")
+            for n, (shape, optional) in wanted.items() if not optional or n in keep]
+
+
+def _vector(name: str, shape: tuple[int, ...], rung: Rung, rng) -> np.ndarray:
+    """A plausible F32 vector: norms 1, DeltaNet decays negative, Gemma 4's proportional rotary."""
+    if name.endswith("ssm_a"):
+        return np.full(shape, -0.5, np.float32)
+    if name.endswith("ssm_dt.bias") or name.endswith(".bias"):
+        return np.zeros(shape, np.float32)
+    if "conv1d" in name:
+        return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    if name == "rope_freqs.weight":  # a quarter of the pairs turn (partial_rotary_factor 0.25)
+        f = np.full(shape, 1e30, np.float32)
+        f[: shape[0] // 4] = 1.0
+        return f
+    return np.ones(shape, np.float32)
+
+
 def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | None = None) -> Path:
     """The rung's GGUF (written once, then reused from the cache). qtype_name: a GGUF tensor type
-    (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer."""
+    (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer.
+    Tensors are written one at a time (a multi-GB F16 source never sits in memory)."""
     import gguf
 
     path = path or cache_dir() / f"{rung.name}-{qtype_name}.gguf"
@@ -107,19 +178,15 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     tmp = path.with_suffix(".tmp")
     w = gguf.GGUFWriter(str(tmp), rung.arch)
     w.add_name(f"ladder {rung.name} {qtype_name} (random weights)")
-    w.add_block_count(rung.n_layers)
-    w.add_embedding_length(rung.d_model)
-    w.add_head_count(rung.n_heads)
-    w.add_head_count_kv(rung.n_kv_heads)
-    w.add_key_length(rung.head_dim)
-    w.add_value_length(rung.head_dim)
-    w.add_feed_forward_length(rung.ffn_dim)
-    w.add_context_length(8192)
-    w.add_rope_freq_base(100000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(rung.head_dim)
     n_vocab = len(src.fields["tokenizer.ggml.tokens"].contents())
     pad = max(rung.vocab - n_vocab, 0)  # a bigger vocabulary: unused control tokens at the end
+    for key, value in _metadata(rung, n_vocab + pad).items():
+        if isinstance(value, list):
+            w.add_array(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_uint32(key, value)
     for key, field in src.fields.items():  # the tokenizer and template of the default model
         if key.startswith("tokenizer."):
             value = field.contents()
@@ -132,32 +199,21 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
                 w.add_key_value(key, value, vtype, sub_type=field.types[-1])
             else:
                 w.add_key_value(key, value, vtype)
-    n_vocab += pad
     rng = np.random.default_rng(0)
-    d, hd, F = rung.d_model, rung.head_dim, rung.ffn_dim
-
-    def mat(name, rows, cols):
-        w.add_tensor(name, _random_blocks(rng, qtype, rows, cols), raw_dtype=qtype)
-
-    mat("token_embd.weight", n_vocab, d)
-    w.add_tensor("output_norm.weight", np.ones(d, np.float32))
-    for i in range(rung.n_layers):
-        p = f"blk.{i}."
-        w.add_tensor(p + "attn_norm.weight", np.ones(d, np.float32))
-        w.add_tensor(p + "ffn_norm.weight", np.ones(d, np.float32))
-        mat(p + "attn_q.weight", rung.n_heads * hd, d)
-        mat(p + "attn_k.weight", rung.n_kv_heads * hd, d)
-        mat(p + "attn_v.weight", rung.n_kv_heads * hd, d)
-        if rung.arch == "qwen2":
-            for t, n in (("q", rung.n_heads), ("k", rung.n_kv_heads), ("v", rung.n_kv_heads)):
-                w.add_tensor(p + f"attn_{t}.bias", np.zeros(n * hd, np.float32))
-        mat(p + "attn_output.weight", d, rung.n_heads * hd)
-        mat(p + "ffn_gate.weight", F, d)
-        mat(p + "ffn_up.weight", F, d)
-        mat(p + "ffn_down.weight", d, F)
+    specs = _specs(rung, n_vocab + pad)
+    block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+    for name, shape, kind in specs:
+        if kind == "mat":
+            rows, cols = shape
+            w.add_tensor_info(name, (rows, cols // block * type_size), np.dtype(np.uint8), rows * cols // block * type_size,
+                              raw_dtype=qtype)
+        else:
+            w.add_tensor_info(name, shape, np.dtype(np.float32), 4 * int(np.prod(shape)))
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file()
+    w.write_ti_data_to_file()
+    for name, shape, kind in specs:
+        w.write_tensor_data(_random_blocks(rng, qtype, *shape) if kind == "mat" else _vector(name, shape, rung, rng))
     w.close()
     tmp.rename(path)
     return path
@@ -173,7 +229,7 @@ def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path) -
         import llama_cpp
     except ImportError:
         raise RuntimeError(f"{ftype} rungs are made by llama.cpp's quantizer: pip install llama-cpp-python") from None
-    f16_bytes = 2 * rung.params + 4 * (rung.vocab or 49152) * rung.d_model  # (+ the untied head's room)
+    f16_bytes = 2 * rung.params
     free = shutil.disk_usage(path.parent if path.parent.exists() else Path.home()).free
     if free < 1.7 * f16_bytes:
         raise RuntimeError(f"{rung.name} {ftype}: needs ~{1.7 * f16_bytes / 1e9:.1f} GB free for the F16 source and "

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from .budget import KV_DTYPES, MIB, short_window_warning
+from .config import GLOBAL
 from .errors import PinwheelError, SettingsError
 
 BUDGET_HELP = ("KV cache budget in MiB, or 'auto' (default: a 4,096-token window, or the model's trained "
@@ -150,8 +151,14 @@ def cmd_plan(args) -> int:
                   "kv_bytes"):
             print(f"{k:<18} {d[k]:,}" if isinstance(d[k], int) else f"{k:<18} {d[k]}")
         if plan.local_layers:
+            glob = cfg.cache_layers(GLOBAL)
             print(f"{'local_layers':<18} {plan.local_layers} of {cfg.n_layers} (sliding window {cfg.sliding_window}), "
-                  f"{plan.local_slots:,} slots each; the {cfg.global_layers} global layers hold {plan.capacity:,}")
+                  f"{plan.local_slots:,} slots each; {glob} global layer{'s hold' if glob != 1 else ' holds'} {plan.capacity:,}")
+        if plan.shared_kv_layers:
+            print(f"{'shared_kv_layers':<18} {plan.shared_kv_layers}: read the cache of an earlier layer, hold none")
+        if plan.recurrent_layers:
+            print(f"{'recurrent_layers':<18} {plan.recurrent_layers}: a fixed state of {plan.state_bytes:,} bytes "
+                  f"(in kv_bytes), whatever the chat's length")
     return 0
 
 
