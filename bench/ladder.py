@@ -74,7 +74,16 @@ GEMMA4_E2B = Rung("gemma-4-e2b", 35, 1536, 8, 1, 6144, head_dim=512, arch="gemma
                         ("attention.shared_kv_layers", 20), ("embedding_length_per_layer_input", 256),
                         ("final_logit_softcapping", 30.0),
                         ("feed_forward_length", [6144] * 15 + [12288] * 20)))
-RUNGS = RUNGS + (GEMMA4_E2B,)
+# Qwen3.5 0.8B (Qwen/Qwen3.5-0.8B's text_config): 24 layers, every 4th gated full attention
+# (8 heads of 256, 2 KV, a quarter of each head rotated in sections 11/11/10), the others Gated
+# DeltaNet with 16 key and 16 value heads of 128 and a 4-tap conv; 248,320 tokens.
+QWEN35_08B = Rung("qwen3.5-0.8b", 24, 1024, 8, 2, 3584, head_dim=256, arch="qwen35", vocab=248320,
+                  note="Qwen3.5-0.8B's shape: 18 Gated DeltaNet layers, 6 attention layers, 248,320 tokens",
+                  meta=(("full_attention_interval", 4), ("ssm.conv_kernel", 4), ("ssm.state_size", 128),
+                        ("ssm.group_count", 16), ("ssm.time_step_rank", 16), ("ssm.inner_size", 2048),
+                        ("rope.dimension_count", 64), ("rope.dimension_sections", [11, 11, 10, 0]),
+                        ("rope.freq_base", 10000000.0)))
+RUNGS = RUNGS + (QWEN35_08B, GEMMA4_E2B)
 BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b", "gemma-4-e2b")  # run with --rungs: 2-9 GB files
 TYPES = ("Q4_0", "Q8_0")  # written directly
 QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS")  # made by llama.cpp's quantizer
