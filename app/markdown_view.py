@@ -485,11 +485,16 @@ def label_code_blocks(text: str) -> tuple[str, list[str]]:
 def fold_thinking(text: str, expanded: bool = False) -> str:
     """A reply that opens with a reasoning block (Qwen3's <think>...</think>) as Markdown: the
     block folded to one quoted line with a show/hide link, or quoted in full. The stored reply is
-    not changed (the template decides what later turns see of it)."""
+    not changed (the template decides what later turns see of it). A reply that starts inside
+    the block, because the template's generation prompt opened it (Qwen3.5's ends in
+    '<think>\n'), is folded too, once its </think> has come."""
     head = text.lstrip()
-    if not head.startswith("<think>"):
+    if head.startswith("<think>"):
+        body = head[len("<think>"):]
+    elif "</think>" in head and "<think>" not in head.partition("</think>")[0]:
+        body = head
+    else:
         return text
-    body = head[len("<think>"):]
     thought, closed, rest = body.partition("</think>")
     words = len(thought.split())
     label = f"Thought for {words:,} words" if closed else f"Thinking… ({words:,} words)"

@@ -231,3 +231,25 @@ def test_a_qwen35_chat_past_its_window_says_the_summary_everywhere(qtbot, tmp_pa
         win.shutdown()
         win.close()
         win.deleteLater()
+
+
+def test_a_reply_that_starts_inside_the_thinking_block_its_template_opened_is_folded(qtbot):
+    """Qwen3.5's generation prompt opens the <think> block, so its replies start inside it: the
+    reasoning folds as a Qwen3 reply's does, once </think> has come."""
+    import pathlib
+
+    from app.chat_view import ChatMessage, ChatView
+    from engine.chat_template import ChatTemplate
+
+    source = (pathlib.Path(__file__).parent.parent / "fixtures" / "templates" / "qwen35.jinja").read_text()
+    prompt = ChatTemplate(source).render([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n")  # the reply begins inside the block
+    view = ChatView()
+    qtbot.addWidget(view)
+    content = "The user greets me.\nI should greet back briefly.\n</think>\n\nHello **there**."
+    w = view.append(ChatMessage("assistant", content))
+    text = w.body.toPlainText()
+    assert "Thought for 9 words" in text and "Hello there." in text
+    assert "greets" not in text and "</think>" not in text
+    unfinished = view.append(ChatMessage("assistant", "Still thinking about it"))  # no </think> yet: as written
+    assert unfinished.body.toPlainText().strip() == "Still thinking about it"
