@@ -59,6 +59,7 @@ class MemoryPlan:
     state_bytes: int = 0  # the recurrent layers' fixed state (in kv_bytes); 0 for other families
     recurrent_layers: int = 0  # layers that keep a state instead of K/V (Qwen3.5's DeltaNet)
     shared_kv_layers: int = 0  # layers reading an earlier layer's cache, holding none (Gemma 4)
+    local_bytes: int = 0  # the local layers' caches (in kv_bytes; their slots can be narrower: Gemma 4)
     snapshot_bytes: int = 0  # at most this in state snapshots beside the cache (engine.snapshots), not in kv_bytes
 
     @property
@@ -233,5 +234,6 @@ def plan_memory(
         state_bytes=config.state_bytes,
         recurrent_layers=config.recurrent_layers,
         shared_kv_layers=config.shared_kv_layers,
+        local_bytes=local_bytes,
         snapshot_bytes=SNAPSHOTS * config.state_bytes,
     )

@@ -66,9 +66,11 @@ def _same_turns(a: list[dict], b: list[dict]) -> bool:
 
 
 def _render_system(template, system: str | None) -> str:
+    """The system prompt's text at the start of the conversation (the sinks). render_head: a
+    template that refuses a system prompt alone (Qwen3.5's) still gives its place in a chat."""
     if not system:
         return ""
-    return template.render([{"role": "system", "content": system}], add_generation_prompt=False)
+    return template.render_head([{"role": "system", "content": system}])
 
 
 def _encode(tok, text: str, first: bool = False) -> list[int]:
@@ -573,7 +575,7 @@ class ChatSession:
         msgs = self._template_messages()
         offset = len(msgs) - len(self.messages)
         chunks = [Chunk(-1, array("i", self._system_ids))] if self._system_ids else []
-        head = self.template.render(msgs[:offset], add_generation_prompt=False) if offset else ""
+        head = self.template.render_head(msgs[:offset]) if offset else ""
         full = self.template.render(msgs, add_generation_prompt=add_generation_prompt) if self.messages else head
         # Message i's tokens: the text between where the renders of the messages before it and of
         # the messages up to it leave the full text. Cut from the one full render, the chunks

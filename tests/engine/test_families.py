@@ -98,8 +98,9 @@ def test_plan_bytes_are_allocated_bytes(family_models, family, kv_dtype):
             local_per = layer_bytes_per_position(cfg, kv_dtype, cfg.local_kv_dim)  # Gemma 4's sliding heads are half size
             assert (local_per < per) == (family == "gemma4")
             want += own_local * plan.local_slots * local_per
+            assert plan.local_bytes == own_local * plan.local_slots * local_per  # what the views show apart
         else:
-            assert plan.local_layers == 0 and plan.local_slots is None
+            assert plan.local_layers == 0 and plan.local_slots is None and plan.local_bytes == 0
         assert plan.kv_bytes == want
 
 
