@@ -20,7 +20,10 @@
 #include <thread>
 #include <vector>
 
+// (Its own namespace: the C++ harness, tests/kernels/kernel_check.cc, includes this file beside
+// qmatmul.cc, whose names for the same constants are the kernel's.)
 namespace {
+namespace relay {
 
 constexpr int GROUP = 8, QK = 32, BLOCKS_K = 8;  // rows a group; values a block; blocks a super-block
 
@@ -96,23 +99,24 @@ inline void put_half_nibbles(uint8_t* qo, int r, const uint8_t* v, int shift) {
 
 // The 5th bits of a block's 32 values as lane (r, j) of the block's 32 bytes after the nibbles:
 // value 4k + j's bit at bit k, value 16 + 4k + j's at bit 4 + k. Q5_0/Q5_1 keep them as bit i of
-// a 32-bit word (value i)...
+// a 32-bit word (value i): each nibble of it (values 4k .. 4k + 3) is spread to bit 0 of the 4
+// lanes by one multiply (its bit j to bit 8j: the shifted copies 0, 7, 14, 21 never overlap).
+inline uint32_t spread4(uint32_t n) { return (n * 0x204081u) & LOW_BITS; }
 inline void put_fifth_bits_word(uint8_t* qo, int r, uint32_t qh) {
   uint32_t lanes = 0;
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t x = qh >> (16 * h + 4 * k);  // values 16 h + 4 k + j at bits j
-      const uint32_t spread = (x & 1) | (x & 2) << 7 | (x & 4) << 14 | (x & 8) << 21;
-      lanes |= spread << (4 * h + k);
-    }
+  for (int k = 0; k < 8; ++k) lanes |= spread4((qh >> (4 * k)) & 15) << ((k & 3) + 4 * (k >> 2));
   store32(qo + 128 + 4 * r, lanes);
 }
-// ... Q5_K as bit `bit` of byte i (value i) of 32 bytes.
-inline void put_fifth_bits_bytes(uint8_t* qo, int r, const uint8_t* qh, int bit) {
-  uint32_t lanes = 0;
-  for (int h = 0; h < 2; ++h)
-    for (int k = 0; k < 4; ++k) lanes |= ((load32(qh + 16 * h + 4 * k) >> bit) & LOW_BITS) << (4 * h + k);
-  store32(qo + 128 + 4 * r, lanes);
+// Q5_K keeps them as bit `bit` of byte i (value i) of 32 bytes, read here as 4 words of both
+// halves (values 4k + j and 16 + 4k + j in the low and high 32 bits of w[k]).
+inline void put_fifth_bits_bytes(uint8_t* qo, int r, const uint64_t* w, int bit) {
+  uint64_t lanes = 0;
+  for (int k = 0; k < 4; ++k) lanes |= ((w[k] >> bit) & (LOW_BITS | (uint64_t)LOW_BITS << 32)) << k;
+  store32(qo + 128 + 4 * r, (uint32_t)lanes | (uint32_t)(lanes >> 32) << 4);
+}
+// A Q5_K or Q6_K row's 32 bytes of high bits of 32 values as put_fifth_bits_bytes and group_6k read them.
+inline void halves(const uint8_t* qh, uint64_t* w) {
+  for (int k = 0; k < 4; ++k) w[k] = load32(qh + 4 * k) | (uint64_t)load32(qh + 16 + 4 * k) << 32;
 }
 
 // Formats of 32-value blocks: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl. Returns the non-finite scales.
@@ -134,8 +138,12 @@ int64_t group_32(const Spec& s, const Group& o, int64_t nb, const uint8_t* const
         bad += !finite_half(m);
         store16(o.m + b * o.m_step + 2 * r, m);
       }
-      if constexpr (f == Src::Q8_0) {  // int8 + 128, 4 values a step
-        for (int k = 0; k < 8; ++k) store32(qo + (k * GROUP + r) * 4, load32(p + 2 + 4 * k) ^ 0x80808080u);
+      if constexpr (f == Src::Q8_0) {  // int8 + 128, 4 values a step (8 at once: GCC's own vectors
+        for (int k = 0; k < 4; ++k) {  // of the 4-byte loop ran 3x slower)
+          const uint64_t v = load64(p + 2 + 8 * k) ^ 0x8080808080808080ull;
+          store32(qo + (2 * k * GROUP + r) * 4, (uint32_t)v);
+          store32(qo + ((2 * k + 1) * GROUP + r) * 4, (uint32_t)(v >> 32));
+        }
       } else {
         put_nibbles(qo, r, p + nib);
       }
@@ -173,10 +181,12 @@ int64_t group_k(const Spec& s, const Group& o, int64_t nu, const uint8_t* const*
         hi[j] |= (uint32_t)(sc0 >> 4) << (2 * r) | (uint32_t)(mn0 >> 4) << (16 + 2 * r);
         hi[j + 4] |= (uint32_t)(sc1 >> 4) << (2 * r) | (uint32_t)(mn1 >> 4) << (16 + 2 * r);
       }
+      uint64_t qh[4];
+      if constexpr (five) halves(p + 16, qh);
       for (int j = 0; j < BLOCKS_K; ++j) {
         uint8_t* qo = o.q + (u * BLOCKS_K + j) * o.q_step;
         put_half_nibbles(qo, r, p + qs + 32 * (j / 2), 4 * (j & 1));
-        if constexpr (five) put_fifth_bits_bytes(qo, r, p + 16, j);
+        if constexpr (five) put_fifth_bits_bytes(qo, r, qh, j);
       }
     }
     for (int j = 0; j < BLOCKS_K; ++j) store32(mm + 64 + 4 * j, hi[j]);
@@ -198,15 +208,16 @@ int64_t group_6k(const Spec& s, const Group& o, int64_t nu, const uint8_t* const
       bad += !finite_half(d);
       store16(dd + 2 * r, d);
       for (int i = 0; i < 16; ++i) mm[i * GROUP + r] = p[192 + i];
-      for (int c = 0; c < BLOCKS_K; ++c) {
-        uint8_t* qo = o.q + (u * BLOCKS_K + c) * o.q_step;
-        put_half_nibbles(qo, r, p + 64 * (c / 4) + 32 * (c % 2), 4 * ((c / 2) % 2));
-        const uint8_t* qh = p + 128 + 32 * (c / 4);
-        const int shift = 2 * (c % 4);
-        for (int h = 0; h < 2; ++h) {
-          uint32_t lanes = 0;
-          for (int k = 0; k < 4; ++k) lanes |= ((load32(qh + 16 * h + 4 * k) >> shift) & LOW_2BITS) << (2 * k);
-          store32(qo + 128 + 32 * h + 4 * r, lanes);
+      for (int n = 0; n < 2; ++n) {  // 128 values a time: ql's bytes 64 n.., qh's 32 n..
+        uint64_t qh[4];
+        halves(p + 128 + 32 * n, qh);
+        for (int c = 4 * n; c < 4 * n + 4; ++c) {
+          uint8_t* qo = o.q + (u * BLOCKS_K + c) * o.q_step;
+          put_half_nibbles(qo, r, p + 64 * n + 32 * (c % 2), 4 * ((c / 2) % 2));
+          uint64_t lanes = 0;  // both halves' 4 lanes of row r: the low and high 32 bits
+          for (int k = 0; k < 4; ++k) lanes |= ((qh[k] >> (2 * (c % 4))) & (LOW_2BITS | (uint64_t)LOW_2BITS << 32)) << (2 * k);
+          store32(qo + 128 + 4 * r, (uint32_t)lanes);
+          store32(qo + 160 + 4 * r, (uint32_t)(lanes >> 32));
         }
       }
     }
@@ -273,17 +284,8 @@ const Spec* spec_of(const char* name) {
   return nullptr;
 }
 
-}  // namespace
-
-// Rows [0, rows) of a GGUF tensor stored as format `fmt`'s blocks (raw: row_bytes a row, `in`
-// values) into groups g0, g0 + 1, ... of one layer of G groups, in the kernel's chunked layout
-// (q, d, m: the layer's arrays; m unused, may be null, for formats without one). A last group
-// short of 8 rows is padded with zero rows, as quant.interleave pads. Runs on up to `threads`
-// threads. Returns the number of NaN or infinite f16 scales met (the loader refuses the file),
-// or -1 for an unknown format or sizes that do not fit it.
-extern "C" int64_t pinwheel_relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes,
-                                     int64_t in, uint8_t* q, uint8_t* d, uint8_t* m, int64_t G, int64_t g0,
-                                     int threads) {
+int64_t relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes, int64_t in, uint8_t* q,
+                 uint8_t* d, uint8_t* m, int64_t G, int64_t g0, int threads) {
   const Spec* s = spec_of(fmt);
   if (s == nullptr || in <= 0 || in % s->src_values || row_bytes != in / s->src_values * s->src_bytes || rows < 0 ||
       G <= 0 || g0 < 0 || g0 + (rows + GROUP - 1) / GROUP > G)
@@ -312,4 +314,19 @@ extern "C" int64_t pinwheel_relayout(const char* fmt, const uint8_t* raw, int64_
   int64_t total = 0;
   for (int64_t b : bad) total += b;
   return total;
+}
+
+}  // namespace relay
+}  // namespace
+
+// Rows [0, rows) of a GGUF tensor stored as format `fmt`'s blocks (raw: row_bytes a row, `in`
+// values) into groups g0, g0 + 1, ... of one layer of G groups, in the kernel's chunked layout
+// (q, d, m: the layer's arrays; m unused, may be null, for formats without one). A last group
+// short of 8 rows is padded with zero rows, as quant.interleave pads. Runs on up to `threads`
+// threads. Returns the number of NaN or infinite f16 scales met (the loader refuses the file),
+// or -1 for an unknown format or sizes that do not fit it.
+extern "C" int64_t pinwheel_relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes,
+                                     int64_t in, uint8_t* q, uint8_t* d, uint8_t* m, int64_t G, int64_t g0,
+                                     int threads) {
+  return relay::relayout(fmt, raw, rows, row_bytes, in, q, d, m, G, g0, threads);
 }

@@ -15,9 +15,13 @@
 //  - invariance, bit for bit: a product row's result is the same in a call of any row count and
 //    on any number of threads; an attention row's result is the same whether it was computed in
 //    a 1-row decode step (its predecessors in the cache), in any split of its chunk, or on any
-//    number of threads.
+//    number of threads;
+//  - the load's re-layout (engine/kernels/relayout.cc): every format's weight, written out here as
+//    GGUF stores it (llama.cpp's block structs), re-laid on 1 and 2 threads, whole and in two
+//    parts, is byte for byte the layout the products above read; a NaN scale is counted.
 // It prints "<name>: N checks passed" and a digest of the outputs, and exits 1 on any failure.
 #include "qmatmul.cc"
+#include "relayout.cc"
 
 #include <cinttypes>
 #include <cstdio>
@@ -74,7 +78,21 @@ struct Weight {
   std::vector<double> dw16;      // q6_k: [G * 8][2 nb], each 16 values' d * scale (w = dw16 (u - 32))
   std::vector<uint8_t> q;        // the kernel's layout (engine/quant.py's pack)
   std::vector<uint16_t> d, m;
+  std::vector<uint8_t> gguf;     // [out][row_bytes]: the same weight as a GGUF file stores it
+  int row_bytes = 0;
 };
+
+// GGUF's block of each format: bytes, and whether it spans a super-block of 256 values.
+int gguf_block_bytes(Fmt f) {
+  return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
+         : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 136;
+}
+bool gguf_super(Fmt f) { return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS; }
+void put_half(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+// 32 4-bit values as GGUF's 16 bytes: byte t holds value t low, value t + 16 high.
+void put_nibbles16(uint8_t* p, const int* v) {
+  for (int t = 0; t < 16; ++t) p[t] = (uint8_t)((v[t] & 15) | (v[t + 16] & 15) << 4);
+}
 
 int block_bytes_of(Fmt f) {
   return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>()
@@ -242,6 +260,69 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
       }
     });
   }
+  // The same weight as GGUF stores it (llama.cpp's block_q8_0 .. block_iq4_xs, written out from
+  // the values and scales above): what relayout.cc re-lays into the layout above.
+  const int sbytes = gguf_block_bytes(fmt);
+  w.row_bytes = (gguf_super(fmt) ? nsb : nb) * sbytes;
+  w.gguf.assign((size_t)out * w.row_bytes, 0);
+  for (int o = 0; o < out; ++o) {
+    uint8_t* row = &w.gguf[(size_t)o * w.row_bytes];
+    const int *uo = &w.u[(size_t)o * inp], *no = &w.nib[(size_t)o * inp];
+    for (int b = 0; !gguf_super(fmt) && b < nb; ++b) {
+      uint8_t* p = row + b * sbytes;
+      const int* v = uo + b * QK;
+      put_half(p, dh[(size_t)o * nb + b]);
+      if (fmt == Fmt::Q8_0) {
+        for (int j = 0; j < QK; ++j) p[2 + j] = (uint8_t)(v[j] - 128);
+        continue;
+      }
+      if (fmt == Fmt::Q4_1 || fmt == Fmt::Q5_1) put_half(p + 2, mh[(size_t)o * nb + b]);
+      const int qs = fmt == Fmt::Q4_1 ? 4 : fmt == Fmt::Q5_0 ? 6 : fmt == Fmt::Q5_1 ? 8 : 2;
+      put_nibbles16(p + qs, fmt == Fmt::IQ4_NL ? no + b * QK : v);
+      if (fmt == Fmt::Q5_0 || fmt == Fmt::Q5_1) {  // qh: bit j is value j's 5th bit
+        uint32_t qh = 0;
+        for (int j = 0; j < QK; ++j) qh |= (uint32_t)(v[j] >> 4) << j;
+        std::memcpy(p + qs - 4, &qh, 4);
+      }
+    }
+    for (int sb = 0; gguf_super(fmt) && sb < nsb; ++sb) {
+      uint8_t* p = row + sb * sbytes;
+      const int* v = uo + sb * QK_K;
+      const size_t b0 = (size_t)o * nb + sb * BLOCKS_K;
+      if (fmt == Fmt::Q4_K || fmt == Fmt::Q5_K) {  // d, dmin, 12 bytes of 6-bit scales and mins, (qh,) qs
+        put_half(p, kd[((size_t)o * nsb + sb) * 2]), put_half(p + 2, kd[((size_t)o * nsb + sb) * 2 + 1]);
+        const int *sc = &ksc[b0], *mn = &kmn[b0];
+        for (int j = 0; j < 4; ++j) {
+          p[4 + j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+          p[8 + j] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+          p[12 + j] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+        }
+        const int qs = fmt == Fmt::Q5_K ? 48 : 16;
+        for (int s = 0; s < BLOCKS_K; ++s)  // block s: the low (s even) or high nibbles of bytes 32 (s / 2)..
+          for (int l = 0; l < QK; ++l) {
+            p[qs + 32 * (s / 2) + l] |= (uint8_t)((v[QK * s + l] & 15) << (4 * (s & 1)));
+            if (fmt == Fmt::Q5_K) p[16 + l] |= (uint8_t)((v[QK * s + l] >> 4) << s);
+          }
+      } else if (fmt == Fmt::Q6_K) {  // ql, qh, 16 int8 scales, d; value 128 n + 32 c + l
+        for (int i = 0; i < QK_K; ++i) {
+          const int n = i / 128, c = i % 128 / 32, l = i % 32;
+          p[64 * n + 32 * (c & 1) + l] |= (uint8_t)((v[i] & 15) << (4 * (c >> 1)));
+          p[128 + 32 * n + l] |= (uint8_t)((v[i] >> 4) << (2 * c));
+        }
+        for (int i = 0; i < 16; ++i) p[192 + i] = (uint8_t)qsc6[(size_t)o * 2 * nb + 2 * sb * BLOCKS_K + i];
+        put_half(p + 208, qd6[(size_t)o * nsb + sb]);
+      } else {  // IQ4_XS: d, the scales' high 2 bits (u16), their low 4 bits (4 bytes), qs
+        put_half(p, xd4[(size_t)o * nsb + sb]);
+        uint16_t hi = 0;
+        for (int j = 0; j < BLOCKS_K; ++j) {
+          p[4 + j / 2] |= (uint8_t)((xls[b0 + j] & 15) << (4 * (j % 2)));
+          hi |= (uint16_t)((xls[b0 + j] >> 4) << (2 * j));
+          put_nibbles16(p + 8 + 16 * j, no + sb * QK_K + QK * j);
+        }
+        put_half(p + 2, hi);
+      }
+    }
+  }
   return w;
 }
 
@@ -359,6 +440,44 @@ void check_products(std::mt19937& rng) {
               tag + ": rows " + std::to_string(lo) + ".." + std::to_string(rg[1]) + " alone differ from the 64-row call");
       }
     }
+}
+
+// --- the load's re-layout -------------------------------------------------------------------
+
+bool has_m(Fmt f) { return f == Fmt::Q4_1 || f == Fmt::Q5_1 || gguf_super(f); }
+
+// relayout.cc's bytes for w.gguf, rows [0, split) and [split, out) in two calls (split a multiple of 8).
+bool relaid_matches(const Weight& w, int threads, int split) {
+  std::vector<uint8_t> q(w.q.size(), 0xAA), d(w.d.size() * 2, 0xAA), m(w.m.size() * 2, 0xAA);
+  uint8_t* mp = has_m(w.fmt) ? m.data() : nullptr;
+  int64_t bad = 0;
+  for (int part = 0; part < 2; ++part) {
+    const int r0 = part ? split : 0, r1 = part ? w.out : split;
+    if (r1 > r0)
+      bad += pinwheel_relayout(fmt_name(w.fmt), w.gguf.data() + (size_t)r0 * w.row_bytes, r1 - r0, w.row_bytes, w.inp,
+                               q.data(), d.data(), mp, w.G, r0 / GROUP, threads);
+  }
+  return bad == 0 && std::memcmp(q.data(), w.q.data(), q.size()) == 0 &&
+         std::memcmp(d.data(), w.d.data(), d.size()) == 0 && (!mp || std::memcmp(m.data(), w.m.data(), m.size()) == 0);
+}
+
+void check_relayout(std::mt19937& rng) {
+  const Fmt fmts[] = {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K,
+                      Fmt::IQ4_NL, Fmt::IQ4_XS};
+  const int shapes[][2] = {{8, 256}, {13, 512}, {40, 256}, {64, 512}, {200, 768}};  // chunks of 1, 2 (padded), 1, 4, 1
+  for (Fmt f : fmts)
+    for (const auto& sh : shapes) {
+      const Weight w = make_weight(rng, f, sh[0], sh[1]);
+      const std::string what = std::string("relayout ") + fmt_name(f) + " " + std::to_string(sh[0]) + "x" + std::to_string(sh[1]);
+      for (int threads : {1, 2}) check(relaid_matches(w, threads, w.out), what + " on " + std::to_string(threads) + " threads");
+      check(relaid_matches(w, 2, w.out / 16 * 8), what + " in two parts");
+      Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted
+      put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : 0], 0x7e00);
+      std::vector<uint8_t> q(w.q.size()), d(w.d.size() * 2), m(w.m.size() * 2);
+      check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, w.inp, q.data(), d.data(), m.data(),
+                              w.G, 0, 1) == 1, what + ": a NaN scale");
+    }
+  check(pinwheel_relayout("q3_k", nullptr, 8, 0, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1, "relayout: unknown format");
 }
 
 // --- attention ------------------------------------------------------------------------------
@@ -601,6 +720,8 @@ int main(int argc, char** argv) {
   const uint64_t products = g_digest;
   g_digest = 1469598103934665603ull;
   check_attention(rng);
+  std::mt19937 rng_relayout(99);  // (its own stream: the digests above stay what they were)
+  check_relayout(rng_relayout);
   // The digests name the output bits: equal digests on two ISAs mean bit-identical results.
   std::printf("%s: %d checks passed (kernel %s; output digests: products %016" PRIx64 ", attention %016" PRIx64 ")\n",
               name.c_str(), g_checks - g_failures, pinwheel_kernel_isa(), products, g_digest);
