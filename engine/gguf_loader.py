@@ -443,20 +443,20 @@ class _Tensors:
               block: int = 4096) -> bool:
         """Tensor `name` straight from the file's bytes into groups g0.. of one layer's arrays in
         the kernel's layout (engine.quant.relay), `block` rows at a time, where the kernel library
-        re-lays its type in format fmt; heads: un-permute its rows first (taken whole). False,
+        re-lays its type in format fmt; heads: un-permute its rows (taken whole, read in
+        unpermute_qk's order). False,
         with nothing written, where it does not (then blocks() and quant.interleave do it)."""
         t = self._shaped(name, shape)
         if not quant.relayable(t.tensor_type.name, fmt):
             return False
         block = shape[0] if heads is not None else block  # (a multiple of 8: whole groups a block)
+        order = None if heads is None else unpermute_qk(np.arange(shape[0]), heads)  # (rows read in this order)
         row_bytes = int(t.n_bytes) // shape[0]
         for r0 in range(0, shape[0], block):
             rows = slice(r0, min(r0 + block, shape[0]))
             raw = _stored(t, rows)  # a view of the file's map: no copy
-            if heads is not None:
-                raw = unpermute_qk(raw, heads)
             try:
-                bad = quant.relay(raw, fmt, dst, g0 + r0 // quant.GROUP)
+                bad = quant.relay(raw, fmt, dst, g0 + r0 // quant.GROUP, order)
             except ValueError as e:
                 raise ModelFileError(f"tensor {name} cannot be stored: {e}") from None
             if bad:

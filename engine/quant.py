@@ -884,18 +884,22 @@ def _threads() -> int:
     return max(1, min(n, int(cap))) if cap.isdigit() else n
 
 
-def relay(raw: np.ndarray, fmt: str, dst: tuple, g0: int) -> int:
+def relay(raw: np.ndarray, fmt: str, dst: tuple, g0: int, order: np.ndarray | None = None) -> int:
     """GGUF rows raw [rows, row bytes] of a tensor held in its own format fmt (relayable) ->
     groups g0, g0 + 1, ... of one layer's chunked arrays dst (q, d, m: empty_chunked's, without
     the layer axis), in the kernel library (relayout.cc: the bytes interleave and to_chunks
-    would write, from the file's bytes, on every core). Returns the NaN or infinite scales met."""
+    would write, from the file's bytes, on every core). order: row i is raw[order[i]] (the
+    loader's un-permuting, without a copy). Returns the NaN or infinite scales met."""
     raw = np.ascontiguousarray(raw)
+    if order is not None:
+        order = np.ascontiguousarray(order, np.int64)
+        assert order.shape == raw.shape[:1]
     q, d, m = dst
     G = q.shape[0] * (q.shape[-1] // _BLOCK_BYTES[fmt])
     inp = q.shape[1] * QK
     ptr = lambda a: None if a is None else a.ctypes.data  # noqa: E731
-    bad = kernels.relayout()(fmt.encode(), ptr(raw), raw.shape[0], raw.shape[1] if raw.ndim == 2 else 0, inp,
-                             ptr(q), ptr(d), ptr(m), G, g0, _threads())
+    bad = kernels.relayout()(fmt.encode(), ptr(raw), raw.shape[0], raw.shape[1] if raw.ndim == 2 else 0, ptr(order),
+                             inp, ptr(q), ptr(d), ptr(m), G, g0, _threads())
     if bad < 0:
         raise ValueError(f"{raw.shape} bytes do not fit {fmt} rows of {inp} values")
     return bad

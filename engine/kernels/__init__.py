@@ -224,7 +224,7 @@ def relayout():
             if f is not None:
                 p, i64 = ctypes.c_void_p, ctypes.c_int64
                 f.restype = i64
-                f.argtypes = [ctypes.c_char_p, p, i64, i64, i64, p, p, p, i64, i64, ctypes.c_int]
+                f.argtypes = [ctypes.c_char_p, p, i64, i64, p, i64, p, p, p, i64, i64, ctypes.c_int]
             _state["relayout"] = f
     return _state["relayout"]
 

@@ -284,12 +284,14 @@ const Spec* spec_of(const char* name) {
   return nullptr;
 }
 
-int64_t relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes, int64_t in, uint8_t* q,
-                 uint8_t* d, uint8_t* m, int64_t G, int64_t g0, int threads) {
+int64_t relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes, const int64_t* order,
+                 int64_t in, uint8_t* q, uint8_t* d, uint8_t* m, int64_t G, int64_t g0, int threads) {
   const Spec* s = spec_of(fmt);
   if (s == nullptr || in <= 0 || in % s->src_values || row_bytes != in / s->src_values * s->src_bytes || rows < 0 ||
       G <= 0 || g0 < 0 || g0 + (rows + GROUP - 1) / GROUP > G)
     return -1;
+  for (int64_t i = 0; order && i < rows; ++i)
+    if (order[i] < 0 || order[i] >= rows) return -1;
   const int64_t K = G % 4 == 0 ? 4 : G % 2 == 0 ? 2 : 1;  // quant.chunk_width
   const int64_t nb = in / QK, nu = in / s->src_values;
   const std::vector<uint8_t> zero(row_bytes, 0);  // the padding rows
@@ -299,7 +301,7 @@ int64_t relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_
     for (int64_t i = a; i < b; ++i) {
       for (int r = 0; r < GROUP; ++r) {
         const int64_t src = i * GROUP + r;
-        row[r] = src < rows ? raw + src * row_bytes : zero.data();
+        row[r] = src < rows ? raw + (order ? order[src] : src) * row_bytes : zero.data();
       }
       *bad += write_group(*s, group_at(*s, q, d, m, K, nb, nu, g0 + i), nb, nu, row);
     }
@@ -320,13 +322,15 @@ int64_t relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_
 }  // namespace
 
 // Rows [0, rows) of a GGUF tensor stored as format `fmt`'s blocks (raw: row_bytes a row, `in`
-// values) into groups g0, g0 + 1, ... of one layer of G groups, in the kernel's chunked layout
+// values; order, where not null: output row i is raw's row order[i], how the loader un-permutes
+// llama.cpp's Q/K rows without a copy) into groups g0, g0 + 1, ... of one layer of G groups, in
+// the kernel's chunked layout
 // (q, d, m: the layer's arrays; m unused, may be null, for formats without one). A last group
 // short of 8 rows is padded with zero rows, as quant.interleave pads. Runs on up to `threads`
 // threads. Returns the number of NaN or infinite f16 scales met (the loader refuses the file),
-// or -1 for an unknown format or sizes that do not fit it.
+// or -1 for an unknown format, sizes that do not fit it or an order out of range.
 extern "C" int64_t pinwheel_relayout(const char* fmt, const uint8_t* raw, int64_t rows, int64_t row_bytes,
-                                     int64_t in, uint8_t* q, uint8_t* d, uint8_t* m, int64_t G, int64_t g0,
-                                     int threads) {
-  return relay::relayout(fmt, raw, rows, row_bytes, in, q, d, m, G, g0, threads);
+                                     const int64_t* order, int64_t in, uint8_t* q, uint8_t* d, uint8_t* m, int64_t G,
+                                     int64_t g0, int threads) {
+  return relay::relayout(fmt, raw, rows, row_bytes, order, in, q, d, m, G, g0, threads);
 }

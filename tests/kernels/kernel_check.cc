@@ -454,8 +454,8 @@ bool relaid_matches(const Weight& w, int threads, int split) {
   for (int part = 0; part < 2; ++part) {
     const int r0 = part ? split : 0, r1 = part ? w.out : split;
     if (r1 > r0)
-      bad += pinwheel_relayout(fmt_name(w.fmt), w.gguf.data() + (size_t)r0 * w.row_bytes, r1 - r0, w.row_bytes, w.inp,
-                               q.data(), d.data(), mp, w.G, r0 / GROUP, threads);
+      bad += pinwheel_relayout(fmt_name(w.fmt), w.gguf.data() + (size_t)r0 * w.row_bytes, r1 - r0, w.row_bytes,
+                               nullptr, w.inp, q.data(), d.data(), mp, w.G, r0 / GROUP, threads);
   }
   return bad == 0 && std::memcmp(q.data(), w.q.data(), q.size()) == 0 &&
          std::memcmp(d.data(), w.d.data(), d.size()) == 0 && (!mp || std::memcmp(m.data(), w.m.data(), m.size()) == 0);
@@ -474,10 +474,30 @@ void check_relayout(std::mt19937& rng) {
       Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted
       put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : 0], 0x7e00);
       std::vector<uint8_t> q(w.q.size()), d(w.d.size() * 2), m(w.m.size() * 2);
-      check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, w.inp, q.data(), d.data(), m.data(),
-                              w.G, 0, 1) == 1, what + ": a NaN scale");
+      check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q.data(), d.data(),
+                              m.data(), w.G, 0, 1) == 1, what + ": a NaN scale");
+      // rows in reverse order through `order` re-lay as the reversed rows do (padding aside: whole groups)
+      if (w.out % GROUP == 0) {
+        std::vector<int64_t> order(w.out);
+        Weight rev = w;
+        for (int o = 0; o < w.out; ++o) {
+          order[o] = w.out - 1 - o;
+          std::memcpy(&rev.gguf[(size_t)o * w.row_bytes], &w.gguf[(size_t)order[o] * w.row_bytes], w.row_bytes);
+        }
+        std::vector<uint8_t> q1(w.q.size()), d1(w.d.size() * 2), m1(w.m.size() * 2);
+        check(pinwheel_relayout(fmt_name(f), w.gguf.data(), w.out, w.row_bytes, order.data(), w.inp, q.data(), d.data(),
+                                m.data(), w.G, 0, 2) == 0 &&
+                  pinwheel_relayout(fmt_name(f), rev.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q1.data(),
+                                    d1.data(), m1.data(), w.G, 0, 2) == 0 &&
+                  q == q1 && d == d1 && (!has_m(f) || m == m1),
+              what + ": rows in a given order");
+      }
     }
-  check(pinwheel_relayout("q3_k", nullptr, 8, 0, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1, "relayout: unknown format");
+  check(pinwheel_relayout("q3_k", nullptr, 8, 0, nullptr, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
+        "relayout: unknown format");
+  const int64_t far[8] = {0, 1, 2, 3, 4, 5, 6, 8};
+  check(pinwheel_relayout("q4_0", nullptr, 8, 144, far, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
+        "relayout: an order past the rows");
 }
 
 // --- attention ------------------------------------------------------------------------------
