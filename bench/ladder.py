@@ -74,6 +74,16 @@ GEMMA4_E2B = Rung("gemma-4-e2b", 35, 1536, 8, 1, 6144, head_dim=512, arch="gemma
                         ("attention.shared_kv_layers", 20), ("embedding_length_per_layer_input", 256),
                         ("final_logit_softcapping", 30.0),
                         ("feed_forward_length", [6144] * 15 + [12288] * 20)))
+# Gemma 4 E4B (google/gemma-4-E4B's text_config): 42 layers, 5 sliding to 1 global, 2 KV heads,
+# the last 18 sharing the K/V of layers 22 (sliding) and 23 (global); FFNs all 10,240 wide.
+_E4B_LOCAL = tuple(i % 6 < 5 for i in range(42))
+GEMMA4_E4B = Rung("gemma-4-e4b", 42, 2560, 8, 2, 10240, head_dim=512, arch="gemma4", vocab=262144,
+                  note="Gemma 4 E4B's shape: per-layer embeddings, 18 KV-shared layers, 262,144 tokens",
+                  meta=(("attention.sliding_window_pattern", list(_E4B_LOCAL)), ("attention.sliding_window", 512),
+                        ("attention.key_length_swa", 256), ("attention.value_length_swa", 256),
+                        ("rope.dimension_count_swa", 256), ("rope.freq_base_swa", 10000.0),
+                        ("attention.shared_kv_layers", 18), ("embedding_length_per_layer_input", 256),
+                        ("final_logit_softcapping", 30.0)))
 # Qwen3.5 0.8B (Qwen/Qwen3.5-0.8B's text_config): 24 layers, every 4th gated full attention
 # (8 heads of 256, 2 KV, a quarter of each head rotated in sections 11/11/10), the others Gated
 # DeltaNet with 16 key and 16 value heads of 128 and a 4-tap conv; 248,320 tokens.
@@ -83,8 +93,8 @@ QWEN35_08B = Rung("qwen3.5-0.8b", 24, 1024, 8, 2, 3584, head_dim=256, arch="qwen
                         ("ssm.group_count", 16), ("ssm.time_step_rank", 16), ("ssm.inner_size", 2048),
                         ("rope.dimension_count", 64), ("rope.dimension_sections", [11, 11, 10, 0]),
                         ("rope.freq_base", 10000000.0)))
-RUNGS = RUNGS + (QWEN35_08B, GEMMA4_E2B)
-BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b", "gemma-4-e2b")  # run with --rungs: 2-9 GB files
+RUNGS = RUNGS + (QWEN35_08B, GEMMA4_E2B, GEMMA4_E4B)
+BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b", "gemma-4-e2b", "gemma-4-e4b")  # run with --rungs: 2-9 GB files
 TYPES = ("Q4_0", "Q8_0")  # written directly
 QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS")  # made by llama.cpp's quantizer
 DEFAULT_TYPES = ("Q4_0", "Q8_0", "Q4_K_M")
