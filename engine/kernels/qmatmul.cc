@@ -1457,18 +1457,22 @@ void attend_head(const Src& src, const int* keys, int n, const bool* sink, const
     sc[k] = hsum8(acc);
   }
   const float sum = softmax_inplace(sc, n, scale);
-  constexpr int MAXV = 256 / 8;  // head sizes up to 256 in registers (spilled beyond 128; still in L1)
-  vf8 acc[MAXV];
-  const int nv = hd / 8;
-  for (int i = 0; i < nv; ++i) acc[i] = v8_zero();
-  for (k = 0; k < n; ++k) {
-    const vf8 pk = v8_set1(sc[k]);
-    const typename Src::Row r = src.vrow(keys[k]);
-    if (k + 8 < n) src.prefetch(keys[k + 8]);
-    for (int i = 0; i < nv; ++i) acc[i] = v8_fma(pk, src.at(r, 8 * i), acc[i]);
-  }
+  // values 256 at a time (32 accumulators, spilled beyond 128 but in L1); a wider head (Gemma 4's
+  // 512) takes two passes over the keys. Each lane's sum runs over the keys in order either way.
+  constexpr int MAXV = 256 / 8;
   const vf8 inv = v8_set1(1.f / sum);
-  for (int i = 0; i < nv; ++i) v8_store(dst + 8 * i, v8_mul(acc[i], inv));
+  for (int i0 = 0; i0 < hd / 8; i0 += MAXV) {
+    const int nv = std::min(MAXV, hd / 8 - i0);
+    vf8 acc[MAXV];
+    for (int i = 0; i < nv; ++i) acc[i] = v8_zero();
+    for (k = 0; k < n; ++k) {
+      const vf8 pk = v8_set1(sc[k]);
+      const typename Src::Row r = src.vrow(keys[k]);
+      if (k + 8 < n) src.prefetch(keys[k + 8]);
+      for (int i = 0; i < nv; ++i) acc[i] = v8_fma(pk, src.at(r, 8 * (i0 + i)), acc[i]);
+    }
+    for (int i = 0; i < nv; ++i) v8_store(dst + 8 * (i0 + i), v8_mul(acc[i], inv));
+  }
 }
 #endif
 
@@ -1771,7 +1775,7 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   // heads share one dequantized copy of the keys and values any of them may see (a prefill
   // chunk's rows see nearly the same keys; a decode step is a block of one row).
 #if defined(PW_VEC8)
-  if (C == 1 && hd % 8 == 0 && hd <= 256) {
+  if (C == 1 && hd % 8 == 0) {
     // A decode step reads the cache in place (a shared dequantized copy would be written and
     // read once for nothing): runs of KV heads with their query heads together (attend_run,
     // attend_group), or one query head a task for a group size without a compiled variant.
@@ -1877,7 +1881,7 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     for (int j = 0; j < N; ++j)
       if (seen_by(c0, c1, ord[j])) U.push_back(j);
 #if defined(PW_VEC8)
-    if (hd % 8 == 0 && hd <= 256) {
+    if (hd % 8 == 0) {
       const int R = c1 - c0, nU = (int)U.size(), P = R * G;
       thread_local std::vector<uint8_t> vis;
       thread_local std::vector<float> S, e, sums;

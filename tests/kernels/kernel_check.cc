@@ -658,6 +658,8 @@ void check_attention(std::mt19937& rng) {
       {"hd8 long rows", 128, 128, 8, 12, 2, 0, 16, false},
       {"hd4 (scalar path)", 8, 8, 4, 14, 4, 2, 10, false},
       {"hd256", 2, 1, 256, 19, 9, 3, 12, false},
+      {"gemma4 global gqa8 hd512", 8, 1, 512, 23, 9, 3, 14, false},
+      {"gqa5 (no compiled group) hd512", 10, 2, 512, 13, 3, 2, 8, false},
   };
   for (const Attn& a : cases)
     for (KV kv : {KV::I8, KV::BF16, KV::F32}) {
