@@ -180,6 +180,29 @@ def _vector(name: str, shape: tuple[int, ...], rung: Rung, rng) -> np.ndarray:
     return np.ones(shape, np.float32)
 
 
+def _row_runs(rows: int, cols: int, values: int = 1 << 26) -> list[int]:
+    """A tensor's rows in runs of about `values` values (Gemma 4 E4B's per-layer table is 2.8G
+    values: whole, its random source alone would need 11 GB)."""
+    step = max(1, values // cols)
+    return [min(step, rows - r) for r in range(0, rows, step)]
+
+
+def _write_blocks(w, parts) -> None:
+    """gguf's write_tensor_data for a tensor given as consecutive row runs (the writer takes one
+    array a tensor): the same alignment padding before and after, the same bookkeeping."""
+    fout = w.fout[0]
+    name = next(iter(w.tensors[0]))
+    ti = w.tensors[0].pop(name)
+    w.write_padding(fout, fout.tell())
+    written = 0
+    for part in parts:
+        part.tofile(fout)
+        written += part.nbytes
+    assert written == ti.nbytes, (name, written, ti.nbytes)
+    w.write_padding(fout, written)
+    w.state = type(w.state).WEIGHTS
+
+
 def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | None = None) -> Path:
     """The rung's GGUF (written once, then reused from the cache). qtype_name: a GGUF tensor type
     (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer.
@@ -232,7 +255,10 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     for name, shape, kind in specs:
-        w.write_tensor_data(_random_blocks(rng, qtype, *shape) if kind == "mat" else _vector(name, shape, rung, rng))
+        if kind == "mat":
+            _write_blocks(w, (_random_blocks(rng, qtype, n, shape[1]) for n in _row_runs(*shape)))
+        else:
+            w.write_tensor_data(_vector(name, shape, rung, rng))
     w.close()
     tmp.rename(path)
     return path
