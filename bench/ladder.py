@@ -62,28 +62,30 @@ RUNGS = (
     Rung("gemma-3-4b", 34, 2560, 8, 4, 10240, head_dim=256, vocab=262144,
          note="Gemma-3-4B's shape and 262,144-token vocabulary (as llama blocks: every layer global)"),
 )
-# Gemma 4 E2B (google/gemma-4-E2B's text_config): 35 layers of which every 5th is global with
-# 512-wide heads, the others sliding over 512 tokens with 256-wide heads; the last 20 share the
-# K/V of layers 13 (sliding) and 14 (global) and have double-wide FFNs; 256 per-layer inputs a layer.
-_E2B_LOCAL = tuple(i % 5 < 4 for i in range(35))
+
+
+def _gemma4_meta(layers: int, period: int, shared: int, ffn: list[int] | None = None) -> tuple:
+    """Gemma 4 E2B/E4B's own keys: every `period`-th layer global (512-wide heads), the others
+    sliding over 512 tokens with 256-wide heads and rotary base 10k; the last `shared` layers
+    read the K/V of the last earlier layer of their kind; 256 per-layer inputs; soft-cap 30."""
+    pattern = [i % period < period - 1 for i in range(layers)]
+    meta = (("attention.sliding_window_pattern", pattern), ("attention.sliding_window", 512),
+            ("attention.key_length_swa", 256), ("attention.value_length_swa", 256),
+            ("rope.dimension_count_swa", 256), ("rope.freq_base_swa", 10000.0),
+            ("attention.shared_kv_layers", shared), ("embedding_length_per_layer_input", 256),
+            ("final_logit_softcapping", 30.0))
+    return meta + ((("feed_forward_length", ffn),) if ffn else ())
+
+
+# Gemma 4 E2B and E4B (google/gemma-4-E2B's and -E4B's text_config). E2B: 35 layers, 4 sliding to
+# 1 global, 1 KV head, the last 20 sharing the K/V of layers 13 and 14 with double-wide FFNs. E4B:
+# 42 layers, 5 to 1, 2 KV heads, the last 18 sharing those of layers 22 and 23, FFNs all 10,240.
 GEMMA4_E2B = Rung("gemma-4-e2b", 35, 1536, 8, 1, 6144, head_dim=512, arch="gemma4", vocab=262144,
                   note="Gemma 4 E2B's shape: per-layer embeddings, 20 KV-shared layers, 262,144 tokens",
-                  meta=(("attention.sliding_window_pattern", list(_E2B_LOCAL)), ("attention.sliding_window", 512),
-                        ("attention.key_length_swa", 256), ("attention.value_length_swa", 256),
-                        ("rope.dimension_count_swa", 256), ("rope.freq_base_swa", 10000.0),
-                        ("attention.shared_kv_layers", 20), ("embedding_length_per_layer_input", 256),
-                        ("final_logit_softcapping", 30.0),
-                        ("feed_forward_length", [6144] * 15 + [12288] * 20)))
-# Gemma 4 E4B (google/gemma-4-E4B's text_config): 42 layers, 5 sliding to 1 global, 2 KV heads,
-# the last 18 sharing the K/V of layers 22 (sliding) and 23 (global); FFNs all 10,240 wide.
-_E4B_LOCAL = tuple(i % 6 < 5 for i in range(42))
+                  meta=_gemma4_meta(35, 5, 20, [6144] * 15 + [12288] * 20))
 GEMMA4_E4B = Rung("gemma-4-e4b", 42, 2560, 8, 2, 10240, head_dim=512, arch="gemma4", vocab=262144,
                   note="Gemma 4 E4B's shape: per-layer embeddings, 18 KV-shared layers, 262,144 tokens",
-                  meta=(("attention.sliding_window_pattern", list(_E4B_LOCAL)), ("attention.sliding_window", 512),
-                        ("attention.key_length_swa", 256), ("attention.value_length_swa", 256),
-                        ("rope.dimension_count_swa", 256), ("rope.freq_base_swa", 10000.0),
-                        ("attention.shared_kv_layers", 18), ("embedding_length_per_layer_input", 256),
-                        ("final_logit_softcapping", 30.0)))
+                  meta=_gemma4_meta(42, 6, 18))
 # Qwen3.5 0.8B (Qwen/Qwen3.5-0.8B's text_config): 24 layers, every 4th gated full attention
 # (8 heads of 256, 2 KV, a quarter of each head rotated in sections 11/11/10), the others Gated
 # DeltaNet with 16 key and 16 value heads of 128 and a 4-tap conv; 248,320 tokens.
