@@ -444,8 +444,8 @@ class _Tensors:
         """Tensor `name` straight from the file's bytes into groups g0.. of one layer's arrays in
         the kernel's layout (engine.quant.relay), `block` rows at a time, where the kernel library
         re-lays its type in format fmt; heads: un-permute its rows (taken whole, read in
-        unpermute_qk's order). False,
-        with nothing written, where it does not (then blocks() and quant.interleave do it)."""
+        unpermute_qk's order). False, with nothing written, where it does not (then blocks()
+        and quant.interleave do it)."""
         t = self._shaped(name, shape)
         if not quant.relayable(t.tensor_type.name, fmt):
             return False

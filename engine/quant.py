@@ -27,6 +27,11 @@ the narrowest format its own tensors allow; a layer whose merged tensors differ 
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
 (SplitLinear, one product per run).
 
+At load the kernel library re-lays the file's blocks into the kernel's layout itself, in place
+and on every core (relay, engine/kernels/relayout.cc); interleave, to_chunks and the blocks_*
+readers below are the numpy spelling of the same bytes, used where the library does not (the
+XLA path's forms, a format converted to another) and as the reference it is tested against.
+
 `matmul(x, w, layer)` runs the native kernel (engine.kernels) when it is built. Where it is not
 (`PINWHEEL_KERNELS=0`, a GPU, a CPU no variant covers) the loader holds each matrix in the XLA
 path's own form instead, made once at load (xla_rows, empty_xla), never beside the kernel's:

@@ -83,15 +83,52 @@ def test_held_bytes_bench_reports_a_type(capsys):
 
 @pytest.mark.timeout(300)
 def test_load_time_bench_times_both_engines(tiny_bpe_gguf, tmp_path, capsys):
-    """bench.load_time: best load and load -> first token of each engine, and their ratio (ours
-    alone without llama-cpp-python)."""
+    """bench.load_time: best load and load -> first token of each engine, and their ratios (ours
+    against this same checkout as "before", and llama.cpp where llama-cpp-python is installed)."""
     from bench import load_time
 
     llama = importlib.util.find_spec("llama_cpp") is not None
     out = tmp_path / "load.json"
-    args = ["--model", str(tiny_bpe_gguf), "--repeat", "1", "--json", str(out)] + ([] if llama else ["--no-llamacpp"])
-    assert load_time.main(args) == 0
+    args = ["--model", str(tiny_bpe_gguf), "--repeat", "1", "--before", str(ROOT), "--json", str(out)]
+    assert load_time.main(args + ([] if llama else ["--no-llamacpp"])) == 0
     r, = json.loads(out.read_text())
     assert 0 < r["best"]["ours"]["load_s"] <= r["best"]["ours"]["first_token_s"]
+    assert r["ratio_before"]["load_s"] > 0
     if llama:
-        assert r["ratio"]["first_token_s"] > 0 and "ours / llama.cpp" in capsys.readouterr().out
+        assert r["ratio_llamacpp"]["first_token_s"] > 0 and "ours / llama.cpp" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("rung", ["qwen3.5-0.8b", "gemma-4-e2b"])
+def test_ladder_writes_a_family_rung_both_engines_load(rung, tiny_bpe_gguf, tmp_path):
+    """The ladder's family rungs (their tensors from engine.families, their own metadata), cut
+    down to a few narrow layers of the same layout, load in the engine with the config their
+    metadata names, and in llama.cpp where it is installed."""
+    from dataclasses import replace
+
+    from bench.ladder import RUNGS, write
+    from engine import load_model
+
+    full = {r.name: r for r in RUNGS}[rung]
+    layers = 8 if full.arch == "qwen35" else 10
+    meta = dict(full.meta)
+    if full.arch == "gemma4":  # 4 sliding to 1 global; the last 5 share K/V (layers 3 and 4 hold it)
+        meta.update({"attention.sliding_window_pattern": [i % 5 < 4 for i in range(layers)],
+                     "attention.shared_kv_layers": 5, "feed_forward_length": [256] * 5 + [512] * 5,
+                     "embedding_length_per_layer_input": 32, "attention.key_length_swa": 64,
+                     "attention.value_length_swa": 64, "rope.dimension_count_swa": 64})
+    else:
+        meta.update({"ssm.state_size": 32, "ssm.inner_size": 32 * 16, "rope.dimension_count": 32})
+    small = replace(full, name="tiny", n_layers=layers, d_model=256, ffn_dim=256, head_dim=128 if full.arch == "gemma4"
+                    else 64, vocab=0, meta=tuple(meta.items()))
+    path = write(small, "Q8_0", tiny_bpe_gguf, tmp_path / f"{rung}.gguf")
+    cfg = load_model(path).config
+    assert cfg.arch == full.arch and cfg.n_layers == layers
+    if full.arch == "gemma4":
+        assert cfg.shared_kv_layers == 5 and cfg.local_head_dim == 64 and cfg.per_layer_dim == 32
+    else:
+        assert cfg.recurrent_layers == 6 and cfg.ssm_state == 32
+    if importlib.util.find_spec("llama_cpp"):
+        from llama_cpp import Llama
+
+        llm = Llama(str(path), n_ctx=64, verbose=False)
+        llm.eval(llm.tokenize(b"Hello there"))
