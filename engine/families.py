@@ -30,6 +30,7 @@ class Family:
     rope_factors: tuple[str, ...] = ()  # optional per-frequency factor tensors (global names)
     turn_format: str = "chatml"  # engine.turn_formats: used when a file has no chat template
     ffn_norm: str = "ffn_norm.weight"  # the pre-FFN norm (Qwen3.5 calls it post_attention_norm)
+    layer_widths: bool = False  # Gemma 4: FFN widths may differ per layer (its layers are held one by one)
     traits: Callable[[dict, ModelConfig], dict[str, Any]] = field(default=lambda md, cfg: {})
 
     def config_traits(self, md: dict, cfg: ModelConfig) -> dict[str, Any]:
@@ -157,7 +158,7 @@ FAMILIES: dict[str, Family] = {
                turn_format="phi3"),
         Family("qwen35", qk_norm=True, partial_rotary=True, traits=_qwen35, ffn_norm="post_attention_norm.weight"),
         Family("smollm3", permuted_qk=True, traits=_smollm3),
-        Family("gemma4", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma4,
+        Family("gemma4", qk_norm=True, post_norms=True, activation="gelu_tanh", traits=_gemma4, layer_widths=True,
                rope_factors=("rope_freqs.weight",), turn_format="gemma4"),
     )
 }

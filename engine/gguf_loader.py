@@ -258,11 +258,14 @@ def _get(md: dict, key: str, kind: type, default: Any = None):
 
 
 def _ffn_widths(md: dict, arch: str) -> tuple[int, ...]:
-    """feed_forward_length: one width, or one per layer (Gemma 4 widens its KV-shared layers)."""
-    v = md.get(f"{arch}.feed_forward_length")
-    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        return tuple(v)
-    return (_get(md, f"{arch}.feed_forward_length", int),)
+    """feed_forward_length: one width, or (llama.cpp's get_key_or_arr) one per layer."""
+    key = f"{arch}.feed_forward_length"
+    v = md.get(key)
+    if isinstance(v, list):
+        if v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            return tuple(v)
+        raise ModelFileError(f"metadata key {key!r} has the wrong type (a list, but not of widths)")
+    return (_get(md, key, int),)
 
 
 def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelConfig:
@@ -295,10 +298,12 @@ def config_from_metadata(md: dict, n_vocab_tokens: int | None = None) -> ModelCo
         v = getattr(cfg, k)
         if not 0 < v <= hi:
             raise ModelFileError(f"implausible model shape: {k} = {v}")
-    ffn = _ffn_widths(md, arch)
-    if len(ffn) > 1:
+    if isinstance(md.get(f"{arch}.feed_forward_length"), list):  # per layer: one for each, as llama.cpp requires
+        ffn = _ffn_widths(md, arch)
         if len(ffn) != cfg.n_layers or not all(0 < f <= _LIMITS["ffn_dim"] and f % 32 == 0 for f in ffn):
             raise ModelFileError(f"implausible per-layer FFN widths ({len(ffn)} for {cfg.n_layers} layers)")
+        if len(set(ffn)) > 1 and not fam.layer_widths:
+            raise ModelFileError(f"per-layer FFN widths are not supported for {arch} models")
         cfg = replace(cfg, ffn_dims=ffn if len(set(ffn)) > 1 else ())
     if cfg.d_model % 32 or cfg.ffn_dim % 32 or (cfg.n_heads * cfg.head_dim) % 32:
         raise ModelFileError(f"unsupported model shape: widths must be multiples of 32 (d_model {cfg.d_model}, "
