@@ -417,8 +417,8 @@ inline void row_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int
   }
 }
 
-// The tile in plain C++, a row and a block at a time: the portable build's, and the formats a
-// vector tile does not have (q6_k and the 5-bit ones off AVX2). It runs the AVX2 tile's float
+// The tile in plain C++, a row and a block at a time: the portable build's (the AVX2, SSE4.1 and
+// NEON builds have a vector tile for every format). It runs the AVX2 tile's float
 // operations (fused multiply-adds, q6_k's halves in order), so builds agree bit for bit.
 template <Fmt F, int R, int G>
 void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
@@ -619,11 +619,221 @@ inline __m128i dot4_128(__m128i u, __m128i s16) {  // 4 int32 lanes: each the su
   return _mm_hadd_epi32(lo, hi);  // lanes: rows 0..3 of the half (each row's 4 bytes are two pairs)
 }
 
+// Four f32 lanes held as two pairs of doubles (lanes 0-1, 2-3), each an f32 value: the SSE
+// tile's accumulators, so that a fused multiply-add needs no conversion of its addend.
+struct vd4 {
+  __m128d lo, hi;
+};
+PW_INLINE vd4 d4_zero() { return {_mm_setzero_pd(), _mm_setzero_pd()}; }
+PW_INLINE vd4 d4_from(__m128 v) { return {_mm_cvtps_pd(v), _mm_cvtps_pd(_mm_movehl_ps(v, v))}; }
+PW_INLINE __m128 d4_to(vd4 v) { return _mm_movelh_ps(_mm_cvtpd_ps(v.lo), _mm_cvtpd_ps(v.hi)); }
+
+// c + a * b per lane, rounded to f32 once, as the AVX2 tile's fused multiply-add rounds it (this
+// ISA has no FMA, and std::fma is a library call, in software where there is none): a * b is
+// exact in double (24 + 24 bits), and rounding the double sum to f32 gives the once-rounded
+// result except where that sum landed exactly on a midpoint between two floats (the double's
+// own rounding may then have decided the tie) or below f32's normal range; such lanes, about
+// one in 2^28 of random ones, are redone with std::fma. a, b and c hold f32 values.
+PW_INLINE vd4 fma_exact(vd4 a, vd4 b, vd4 c) {
+  const __m128d s0 = _mm_add_pd(_mm_mul_pd(a.lo, b.lo), c.lo), s1 = _mm_add_pd(_mm_mul_pd(a.hi, b.hi), c.hi);
+  const vd4 r = {_mm_cvtps_pd(_mm_cvtpd_ps(s0)), _mm_cvtps_pd(_mm_cvtpd_ps(s1))};
+  // the low and the high 32 bits of the four sums: a tie has 1000...0 in the 29 bits below f32's
+  // last; a small sum, 0 < |s| < 2^-126, an exponent field under 897 (s is 0 or at least 2^-298)
+  const __m128i lw = _mm_castps_si128(_mm_shuffle_ps(_mm_castpd_ps(s0), _mm_castpd_ps(s1), _MM_SHUFFLE(2, 0, 2, 0)));
+  const __m128i hw = _mm_castps_si128(_mm_shuffle_ps(_mm_castpd_ps(s0), _mm_castpd_ps(s1), _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m128i tie = _mm_cmpeq_epi32(_mm_and_si128(lw, _mm_set1_epi32(0x1fffffff)), _mm_set1_epi32(0x10000000));
+  const __m128i e1 = _mm_sub_epi32(_mm_and_si128(hw, _mm_set1_epi32(0x7fffffff)), _mm_set1_epi32(1));
+  const __m128i small = _mm_cmpeq_epi32(_mm_min_epu32(e1, _mm_set1_epi32((897 << 20) - 2)), e1);
+  if (!_mm_testz_si128(_mm_or_si128(tie, small), _mm_set1_epi32(-1))) {
+    alignas(16) float fa[4], fb[4], fc[4], fr[4];
+    _mm_store_ps(fa, d4_to(a)), _mm_store_ps(fb, d4_to(b)), _mm_store_ps(fc, d4_to(c));
+    for (int i = 0; i < 4; ++i) fr[i] = std::fma(fa[i], fb[i], fc[i]);
+    return d4_from(_mm_load_ps(fr));
+  }
+  return r;
+}
+
+// Four f16 (p[0..4)) as f32, exactly as half_to_float: normal ones by moving the bits (not by a
+// multiply, and subnormal ones through an integer conversion, which a DAZ mode would not flush).
+PW_INLINE __m128 half4(const uint16_t* p) {
+  const __m128i x = _mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i*)p));
+  const __m128i em = _mm_and_si128(x, _mm_set1_epi32(0x7fff));
+  const __m128i sign = _mm_slli_epi32(_mm_xor_si128(x, em), 16);
+  const __m128 normal = _mm_castsi128_ps(_mm_add_epi32(_mm_slli_epi32(em, 13), _mm_set1_epi32(112 << 23)));
+  const __m128 sub = _mm_mul_ps(_mm_cvtepi32_ps(em), _mm_set1_ps(0x1p-24f));
+  const __m128 is_sub = _mm_castsi128_ps(_mm_cmplt_epi32(em, _mm_set1_epi32(0x0400)));
+  const __m128 is_inf = _mm_castsi128_ps(_mm_cmpgt_epi32(em, _mm_set1_epi32(0x7bff)));  // inf, NaN: exponent all ones
+  const __m128 f = _mm_or_ps(_mm_blendv_ps(normal, sub, is_sub), _mm_and_ps(is_inf, _mm_castsi128_ps(_mm_set1_epi32(0x7f800000))));
+  return _mm_or_ps(f, _mm_castsi128_ps(sign));
+}
+PW_INLINE __m128i load4_u8(const uint8_t* p) {  // 4 bytes, zero-extended to 32-bit lanes
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm_cvtepu8_epi32(_mm_cvtsi32_si128(v));
+}
+// Bits 2 row and 2 row + 1 of h (rows 4 hr .. 4 hr + 3; SSE has no per-lane shifts: a multiply
+// moves them to the top).
+PW_INLINE __m128i two_bits(uint32_t h, int hr) {
+  const __m128i m = hr ? _mm_setr_epi32(1 << 22, 1 << 20, 1 << 18, 1 << 16) : _mm_setr_epi32(1 << 30, 1 << 28, 1 << 26, 1 << 24);
+  return _mm_srli_epi32(_mm_mullo_epi32(_mm_set1_epi32((int)h), m), 30);
+}
+
+// Block b's scales for rows 4hr..4hr+3 of group g, 4 rows at once (row_scales' values, bit for
+// bit): each row's value is dw * u + coef (q6_k: dw and coef are the scales of its two halves).
+template <Fmt F>
+PW_INLINE void block_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int hr, __m128& dw, __m128& coef) {
+  if constexpr (expanded_scales<F>()) {
+    const float* f = (const float*)wd + ((size_t)b * G + g) * 2 * GROUP;
+    dw = _mm_loadu_ps(f + 4 * hr), coef = _mm_loadu_ps(f + GROUP + 4 * hr);
+  } else if constexpr (k_scales<F>()) {
+    const SuperScales s = q4k_at(wd, wm, b, g, G);
+    const __m128i lo = load4_u8(s.m + 8 * s.j + 4 * hr);
+    const uint32_t h = q4k_high_bits(s);
+    const __m128i sc = _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi32(15)), _mm_slli_epi32(two_bits(h, hr), 4));
+    const __m128i mn = _mm_or_si128(_mm_srli_epi32(lo, 4), _mm_slli_epi32(two_bits(h >> 16, hr), 4));
+    dw = _mm_mul_ps(half4(s.d + 4 * hr), _mm_cvtepi32_ps(sc));
+    coef = _mm_mul_ps(half4(s.d + GROUP + 4 * hr), _mm_cvtepi32_ps(_mm_sub_epi32(_mm_setzero_si128(), mn)));
+  } else if constexpr (F == Fmt::IQ4_XS) {
+    const SuperScales s = iq4xs_at(wd, wm, b, g, G);
+    const __m128i lo = load4_u8(s.m + 4 * s.j);
+    uint16_t h;
+    std::memcpy(&h, s.m + 32 + 2 * s.j, 2);
+    const __m128i l = hr ? _mm_srli_epi32(lo, 4) : _mm_and_si128(lo, _mm_set1_epi32(15));
+    const __m128i ls = _mm_sub_epi32(_mm_or_si128(l, _mm_slli_epi32(two_bits(h, hr), 4)), _mm_set1_epi32(32));
+    dw = _mm_mul_ps(half4(s.d + 4 * hr), _mm_cvtepi32_ps(ls));
+    coef = _mm_mul_ps(dw, _mm_set1_ps(-128.f));
+  } else if constexpr (F == Fmt::Q6_K) {
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    const __m128 d = half4(s.d + 4 * hr);
+    int32_t s0, s1;
+    std::memcpy(&s0, s.sc + 4 * hr, 4), std::memcpy(&s1, s.sc + GROUP + 4 * hr, 4);
+    dw = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s0))));
+    coef = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s1))));
+  } else {
+    const size_t si = ((size_t)b * G + g) * GROUP + 4 * hr;
+    dw = half4(wd + si);
+    if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1) coef = half4(wm + si);
+    else coef = _mm_mul_ps(dw, _mm_set1_ps(F == Fmt::Q8_0 || F == Fmt::IQ4_NL ? -128.f : F == Fmt::Q5_0 ? -16.f : -8.f));
+  }
+}
+
+// Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k or iq4 as the 8 steps the products
+// take (w[k]: values 4k..4k+3 of each row): the AVX2 tile's unpacking, 128 bits wide (q5's 5th
+// bit and q6_k's high 2 bits OR-ed in above the nibble, unsigned); iq4's values looked up by
+// pshufb as llama.cpp's _mm_shuffle_epi8 over kvalues_iq4nl does, signed (IQ4_U - 128).
+template <Fmt F>
+PW_INLINE void block_steps(const uint8_t* wb, int hr, __m128i* w) {
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  for (int k = 0; k < 4; ++k) {
+    const __m128i raw = _mm_loadu_si128((const __m128i*)(wb + 32 * k + 16 * hr));
+    w[k] = _mm_and_si128(raw, m4);
+    w[k + 4] = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+  }
+  if constexpr (iq4<F>()) {
+    const __m128i table = _mm_xor_si128(_mm_load_si128((const __m128i*)IQ4_U), _mm_set1_epi8(-128));
+    for (int k = 0; k < 8; ++k) w[k] = _mm_shuffle_epi8(table, w[k]);
+  }
+  if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
+    const __m128i hb = _mm_loadu_si128((const __m128i*)(wb + 128 + 16 * hr)), m10 = _mm_set1_epi8(0x10);
+    w[0] = _mm_or_si128(w[0], _mm_and_si128(_mm_slli_epi16(hb, 4), m10));
+    w[1] = _mm_or_si128(w[1], _mm_and_si128(_mm_slli_epi16(hb, 3), m10));
+    w[2] = _mm_or_si128(w[2], _mm_and_si128(_mm_slli_epi16(hb, 2), m10));
+    w[3] = _mm_or_si128(w[3], _mm_and_si128(_mm_slli_epi16(hb, 1), m10));
+    w[4] = _mm_or_si128(w[4], _mm_and_si128(hb, m10));
+    w[5] = _mm_or_si128(w[5], _mm_and_si128(_mm_srli_epi16(hb, 1), m10));
+    w[6] = _mm_or_si128(w[6], _mm_and_si128(_mm_srli_epi16(hb, 2), m10));
+    w[7] = _mm_or_si128(w[7], _mm_and_si128(_mm_srli_epi16(hb, 3), m10));
+  }
+  if constexpr (F == Fmt::Q6_K) {  // the high 2 bits of step k sit at bits 2k of each byte: to bits 4-5
+    const __m128i m30 = _mm_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m128i hb = _mm_loadu_si128((const __m128i*)(wb + 128 + 32 * h + 16 * hr));
+      w[4 * h] = _mm_or_si128(w[4 * h], _mm_and_si128(_mm_slli_epi16(hb, 4), m30));
+      w[4 * h + 1] = _mm_or_si128(w[4 * h + 1], _mm_and_si128(_mm_slli_epi16(hb, 2), m30));
+      w[4 * h + 2] = _mm_or_si128(w[4 * h + 2], _mm_and_si128(hb, m30));
+      w[4 * h + 3] = _mm_or_si128(w[4 * h + 3], _mm_and_si128(_mm_srli_epi16(hb, 2), m30));
+    }
+  }
+}
+
+// The tile for q5_x, q6_k and iq4 on SSE4.1: the float work the AVX2 tile's, operation for
+// operation and fused where it fuses (fma_exact), so this variant holds these formats with the
+// AVX2 build's bits. The integer sums by pmaddubsw (u8 x s8, adjacent pairs into saturating
+// 16-bit lanes), which none of these can saturate: a q5 pair is at most 2 * 31 * 127, so four
+// steps add up in 16 bits (31,496), a q6_k pair 2 * 63 * 127, so two (32,004); iq4's signed
+// values (|w| <= 127) go in as |x| times w with x's sign (llama.cpp's sign trick, 32,258 a
+// step), and 128 sum(x) comes back as for q8_0. pmaddwd against ones then sums each row's 4
+// bytes into its 32-bit lane: 2 instructions a step instead of dot4_128's 5.
+template <Fmt F, int R, int G>
+void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
+                int64_t out_stride) {
+  vd4 acc[R][G][2], tail[R][G][2];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g)
+      for (int h = 0; h < 2; ++h) acc[r][g][h] = tail[r][g][h] = d4_zero();
+  const __m128i ones = _mm_set1_epi16(1);
+  for (int b = 0; b < nb; ++b) {
+    __m128i xv[R][8];  // step k's 4 x values in every lane (iq4: their magnitudes, and xs their signs)
+    [[maybe_unused]] __m128i xs[R][8];
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 8; ++k) {
+        xv[r][k] = _mm_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
+        if constexpr (iq4<F>()) xs[r][k] = xv[r][k], xv[r][k] = _mm_abs_epi8(xv[r][k]);
+      }
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
+      for (int hr = 0; hr < 2; ++hr) {
+        __m128i w[8];
+        block_steps<F>(wb, hr, w);
+        __m128 dw, cf;
+        block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
+        [[maybe_unused]] const vd4 cfd = d4_from(cf);
+        for (int r = 0; r < R; ++r) {
+          const __m128 dx = _mm_set1_ps(x[r].d[b]);
+          const __m128i* xr = xv[r];
+          if constexpr (F == Fmt::Q6_K) {  // each half: sum((q - 32) x) = sum(q x) - 32 sum(x), exact
+            for (int v = 0; v < 2; ++v) {
+              const __m128i* wv = w + 4 * v;
+              const __m128i p0 = _mm_add_epi16(_mm_maddubs_epi16(wv[0], xr[4 * v]), _mm_maddubs_epi16(wv[1], xr[4 * v + 1]));
+              const __m128i p1 = _mm_add_epi16(_mm_maddubs_epi16(wv[2], xr[4 * v + 2]), _mm_maddubs_epi16(wv[3], xr[4 * v + 3]));
+              const __m128i sum = _mm_add_epi32(_mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones)),
+                                                _mm_set1_epi32(-32 * x[r].n16[2 * b + v]));
+              const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
+              acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(v ? cf : dw, dx)), acc[r][g][hr]);
+            }
+          } else {
+            __m128i sum;
+            if constexpr (iq4<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
+              sum = _mm_set1_epi32(128 * x[r].n[b]);
+              for (int k = 0; k < 8; ++k)
+                sum = _mm_add_epi32(sum, _mm_madd_epi16(_mm_maddubs_epi16(xr[k], _mm_sign_epi8(w[k], xs[r][k])), ones));
+            } else {
+              __m128i p[2];
+              for (int h = 0; h < 2; ++h)
+                p[h] = _mm_add_epi16(_mm_add_epi16(_mm_maddubs_epi16(w[4 * h], xr[4 * h]), _mm_maddubs_epi16(w[4 * h + 1], xr[4 * h + 1])),
+                                     _mm_add_epi16(_mm_maddubs_epi16(w[4 * h + 2], xr[4 * h + 2]), _mm_maddubs_epi16(w[4 * h + 3], xr[4 * h + 3])));
+              sum = _mm_add_epi32(_mm_madd_epi16(p[0], ones), _mm_madd_epi16(p[1], ones));
+            }
+            const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
+            acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
+            const __m128d sx = _mm_set1_pd((double)x[r].s[b]);
+            tail[r][g][hr] = fma_exact(cfd, {sx, sx}, tail[r][g][hr]);
+          }
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g)
+      for (int h = 0; h < 2; ++h)
+        _mm_storeu_ps(out + r * out_stride + g * GROUP + 4 * h, _mm_add_ps(d4_to(acc[r][g][h]), d4_to(tail[r][g][h])));
+}
+
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
   if constexpr (F == Fmt::Q6_K || five_bit<F>() || iq4<F>())
-    return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
+    return tile_steps<F, R, G>(wq, wd, wm, x, nb, out, out_stride);
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g)
@@ -682,6 +892,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 //    (u ^ 0x80) and 128 * sum(q) added back to the sum (4-bit values are < 128 as they are);
 //  - baseline NEON: smull/smlal into 16-bit lanes (two q8 products, or eight 4-bit ones, fit
 //    in one), then sadalp/addp into each row's 32-bit sum.
+// q5_x, q6_k and iq4 are first unpacked into q8_0's 8 steps of a block (block_steps: shift-and-
+// insert of the high bits, tbl for iq4's values) and multiplied as q8_0 is (step_sums).
 // The offsets' term runs in a second pass over the scales (the same fused chain per lane as
 // x86's tail, block by block), which leaves the main loop's registers to acc and the sums.
 #if defined(__ARM_FEATURE_MATMUL_INT8)
@@ -693,6 +905,144 @@ constexpr bool kQ8Signed = true;
 template <class Fn, int... K>
 inline void unroll(Fn&& fn, std::integer_sequence<int, K...>) {
   (fn(std::integral_constant<int, K>{}), ...);
+}
+
+// Where the integer products are signed x signed (dotprod, baseline NEON), iq4's values are
+// looked up as themselves (IQ4_U - 128) and 128 sum(q) added back, as for q8_0.
+template <Fmt F>
+constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>()); }
+
+// Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k or iq4 as the 8 steps the products
+// take: w[k] holds values 4k..4k+3 of each of the 4 rows (q8_0's steps). q5's 5th bit and
+// q6_k's high 2 bits go in above the nibble by shift-and-insert (sli keeps the destination's low
+// 4 bits, sri its high 4: the nibble's mask or shift comes free); iq4's 4-bit index is looked up
+// with one tbl a step (llama.cpp's vqtbl1q_s8 over kvalues_iq4nl).
+template <Fmt F>
+PW_INLINE void block_steps(const uint8_t* wb, int hr, uint8x16_t* w) {
+  uint8x16_t raw[4];
+  for (int k = 0; k < 4; ++k) raw[k] = vld1q_u8(wb + 32 * k + 16 * hr);
+  if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
+    const uint8x16_t hb = vld1q_u8(wb + 128 + 16 * hr), one = vdupq_n_u8(1), m10 = vdupq_n_u8(0x10);
+    unroll([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      uint8x16_t t = hb;
+      if constexpr (k > 0) t = vshrq_n_u8(hb, k);
+      w[k] = vsliq_n_u8(raw[k], vandq_u8(t, one), 4);
+      w[k + 4] = vsriq_n_u8(vandq_u8(t, m10), raw[k], 4);
+    }, std::make_integer_sequence<int, 4>{});
+  } else if constexpr (F == Fmt::Q6_K) {  // value 4k + j's high 2 bits at bits 2k of the first 32 bytes' lane, 16 + 4k + j the second's
+    const uint8x16_t h0 = vld1q_u8(wb + 128 + 16 * hr), h1 = vld1q_u8(wb + 160 + 16 * hr);
+    const uint8x16_t three = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
+    w[0] = vsliq_n_u8(raw[0], vandq_u8(h0, three), 4);
+    w[1] = vsliq_n_u8(raw[1], vandq_u8(vshrq_n_u8(h0, 2), three), 4);
+    w[2] = vsliq_n_u8(raw[2], vandq_u8(vshrq_n_u8(h0, 4), three), 4);
+    w[3] = vsliq_n_u8(raw[3], vshrq_n_u8(h0, 6), 4);
+    w[4] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 4), m30), raw[0], 4);  // (sri keeps bits 4-7 of its first operand)
+    w[5] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 2), m30), raw[1], 4);
+    w[6] = vsriq_n_u8(vandq_u8(h1, m30), raw[2], 4);
+    w[7] = vsriq_n_u8(vshrq_n_u8(h1, 2), raw[3], 4);
+  } else {
+    static_assert(iq4<F>(), "block_steps: q5_x, q6_k and iq4 only");
+    const uint8x16_t u = vld1q_u8(IQ4_U);
+    const uint8x16_t table = signed_u<F>() ? veorq_u8(u, vdupq_n_u8(0x80)) : u;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    for (int k = 0; k < 4; ++k) {
+      w[k] = vqtbl1q_u8(table, vandq_u8(raw[k], m4));
+      w[k + 4] = vqtbl1q_u8(table, vshrq_n_u8(raw[k], 4));
+    }
+  }
+}
+
+// Rows [0, R) against one row half's 8 steps w (block_steps): o[r][v] += the 4 rows' integer
+// sums, v = k / 4 for the step k where SPLIT (q6_k's halves of 16 values, scaled apart), else 0.
+// The products as block_sums' (below) for q8_0: usmmla for pairs of rows and usdot by lane (i8mm,
+// unsigned w), sdot by lane (dotprod), or smull/smlal into 16-bit lanes flushed every PER16
+// steps (baseline NEON: |w x| <= 31 * 127 lets q5 keep all 8 steps' products in a lane, 63 * 127
+// lets q6_k keep 4, and iq4's |w| <= 127 two).
+template <int R, bool SPLIT, int PER16>
+PW_INLINE void step_sums(const uint8x16_t* w, const int8x16_t (*xq)[2], int32x4_t (*o)[2]) {
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+  constexpr int P = R / 2;
+  if constexpr (P > 0) {
+    int8x16_t xx[P][4];
+    for (int p = 0; p < P; ++p)
+      for (int h = 0; h < 2; ++h) {
+        const int64x2_t a = vreinterpretq_s64_s8(xq[2 * p][h]), b = vreinterpretq_s64_s8(xq[2 * p + 1][h]);
+        xx[p][2 * h] = vreinterpretq_s8_s64(vzip1q_s64(a, b));
+        xx[p][2 * h + 1] = vreinterpretq_s8_s64(vzip2q_s64(a, b));
+      }
+    for (int v = 0; v < (SPLIT ? 2 : 1); ++v) {
+      int32x4_t m[P][2];
+      for (int p = 0; p < P; ++p) m[p][0] = m[p][1] = vdupq_n_s32(0);
+      for (int vp = SPLIT ? 2 * v : 0; vp < (SPLIT ? 2 * v + 2 : 4); ++vp) {
+        const uint32x4_t s0 = vreinterpretq_u32_u8(w[2 * vp]), s1 = vreinterpretq_u32_u8(w[2 * vp + 1]);
+        const uint8x16_t a = vreinterpretq_u8_u32(vzip1q_u32(s0, s1)), b = vreinterpretq_u8_u32(vzip2q_u32(s0, s1));
+        for (int p = 0; p < P; ++p) {
+          m[p][0] = vusmmlaq_s32(m[p][0], a, xx[p][vp]);
+          m[p][1] = vusmmlaq_s32(m[p][1], b, xx[p][vp]);
+        }
+      }
+      for (int p = 0; p < P; ++p) {
+        o[2 * p][v] = vaddq_s32(o[2 * p][v], vuzp1q_s32(m[p][0], m[p][1]));
+        o[2 * p + 1][v] = vaddq_s32(o[2 * p + 1][v], vuzp2q_s32(m[p][0], m[p][1]));
+      }
+    }
+  }
+  if constexpr (R % 2 == 1) {
+    constexpr int r = R - 1;
+    unroll([&](auto kc) {
+      constexpr int k = decltype(kc)::value, v = SPLIT ? k / 4 : 0;
+      o[r][v] = vusdotq_laneq_s32(o[r][v], w[k], xq[r][k / 4], k % 4);
+    }, std::make_integer_sequence<int, 8>{});
+  }
+#elif defined(__ARM_FEATURE_DOTPROD)
+  unroll([&](auto kc) {
+    constexpr int k = decltype(kc)::value, v = SPLIT ? k / 4 : 0;
+    const int8x16_t wk = vreinterpretq_s8_u8(w[k]);
+    for (int r = 0; r < R; ++r) o[r][v] = vdotq_laneq_s32(o[r][v], wk, xq[r][k / 4], k % 4);
+  }, std::make_integer_sequence<int, 8>{});
+#else
+  for (int r = 0; r < R; ++r) {
+    int32x4_t a[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    int16x8_t p[2];
+    unroll([&](auto kc) {
+      constexpr int k = decltype(kc)::value;
+      const int8x16_t xk = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(xq[r][k / 4]), k % 4));
+      const int8x16_t wk = vreinterpretq_s8_u8(w[k]);
+      if constexpr (k % PER16 == 0) {
+        p[0] = vmull_s8(vget_low_s8(wk), vget_low_s8(xk));  // rows 0-1 of the half
+        p[1] = vmull_high_s8(wk, xk);                       // rows 2-3
+      } else {
+        p[0] = vmlal_s8(p[0], vget_low_s8(wk), vget_low_s8(xk));
+        p[1] = vmlal_high_s8(p[1], wk, xk);
+      }
+      if constexpr (k % PER16 == PER16 - 1) {
+        a[0] = vpadalq_s16(a[0], p[0]);
+        a[1] = vpadalq_s16(a[1], p[1]);
+      }
+      if constexpr (k == 7 || (SPLIT && k == 3)) {
+        constexpr int v = SPLIT ? k / 4 : 0;
+        o[r][v] = vaddq_s32(o[r][v], vpaddq_s32(a[0], a[1]));
+        a[0] = a[1] = vdupq_n_s32(0);
+      }
+    }, std::make_integer_sequence<int, 8>{});
+  }
+#endif
+}
+
+// The q5_x, q6_k and iq4 blocks' sums: s[r][hr][v] (v as step_sums').
+template <Fmt F, int R>
+PW_INLINE void block_sums_steps(const uint8_t* wb, const int8x16_t (*xq)[2], int32x4_t (*s)[2][2]) {
+  constexpr bool SPLIT = F == Fmt::Q6_K;
+  constexpr int PER16 = five_bit<F>() ? 8 : F == Fmt::Q6_K ? 4 : 2;
+  for (int hr = 0; hr < 2; ++hr) {
+    uint8x16_t w[8];
+    block_steps<F>(wb, hr, w);
+    int32x4_t o[R][2];
+    for (int r = 0; r < R; ++r) o[r][0] = s[r][hr][0], o[r][1] = s[r][hr][1];
+    step_sums<R, SPLIT, PER16>(w, xq, o);
+    for (int r = 0; r < R; ++r) s[r][hr][0] = o[r][0], s[r][hr][1] = o[r][1];
+  }
 }
 
 // Rows [0, R) of a block: s[r][h] += the block's integer sums of rows 4h..4h+3 (one group).
@@ -834,12 +1184,38 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     float f[2 * GROUP];
     decode_q4k(q4k_at(wd, wm, b, g, G), f);
     dw[0] = vld1q_f32(f), dw[1] = vld1q_f32(f + 4), coef[0] = vld1q_f32(f + 8), coef[1] = vld1q_f32(f + 12);
+  } else if constexpr (F == Fmt::IQ4_XS) {  // d (ls - 32), the 6-bit ls decoded 4 rows at a time
+    const SuperScales s = iq4xs_at(wd, wm, b, g, G);
+    uint32_t lo;
+    uint16_t hi;
+    std::memcpy(&lo, s.m + 4 * s.j, 4), std::memcpy(&hi, s.m + 32 + 2 * s.j, 2);
+    float32x4_t d[2];
+    load_scales(s.d, d);
+    const int32x4_t sl[2] = {{0, -8, -16, -24}, {-4, -12, -20, -28}};  // (right shifts are negative left ones)
+    const int32x4_t sh[2] = {{0, -2, -4, -6}, {-8, -10, -12, -14}};
+    for (int h = 0; h < 2; ++h) {
+      const uint32x4_t l = vandq_u32(vshlq_u32(vdupq_n_u32(lo), sl[h]), vdupq_n_u32(15));
+      const uint32x4_t t = vandq_u32(vshlq_u32(vdupq_n_u32(hi), sh[h]), vdupq_n_u32(3));
+      const int32x4_t ls = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(l, vshlq_n_u32(t, 4))), vdupq_n_s32(32));
+      dw[h] = vmulq_f32(d[h], vcvtq_f32_s32(ls));
+      coef[h] = vmulq_n_f32(dw[h], -128.f);
+    }
+  } else if constexpr (F == Fmt::Q6_K) {  // d * scale of each half (dw: values 0-15, coef: 16-31)
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    float32x4_t d[2];
+    load_scales(s.d, d);
+    const int16x8_t s0 = vmovl_s8(vld1_s8(s.sc)), s1 = vmovl_s8(vld1_s8(s.sc + GROUP));
+    dw[0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(s0))));
+    dw[1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(s0)));
+    coef[0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(s1))));
+    coef[1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(s1)));
   } else {
     load_scales(wd + ((size_t)b * G + g) * GROUP, dw);
-    if constexpr (F == Fmt::Q4_1) {
+    if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1) {
       load_scales(wm + ((size_t)b * G + g) * GROUP, coef);
     } else {
-      for (int h = 0; h < 2; ++h) coef[h] = vmulq_n_f32(dw[h], F == Fmt::Q8_0 ? -128.f : -8.f);
+      constexpr float off = F == Fmt::Q8_0 || F == Fmt::IQ4_NL ? -128.f : F == Fmt::Q5_0 ? -16.f : -8.f;
+      for (int h = 0; h < 2; ++h) coef[h] = vmulq_n_f32(dw[h], off);
     }
   }
 }
@@ -847,34 +1223,72 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K || five_bit<F>() || iq4<F>())
-    return tile_scalar<F, R, G>(wq, wd, wm, x, nb, out, out_stride);  // (no vector tile yet)
+  // Where the scales are decoded from bit fields (q4_k, q5_k and iq4_xs on a decode step's tile)
+  // the offsets' term runs in the main loop on the same decode, not in a second pass that would
+  // decode them again (the same fused chain per lane either way).
+  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS;
   float32x4_t acc[R][G][2];
+  [[maybe_unused]] float32x4_t ftail[FOLD ? R : 1][FOLD ? G : 1][2];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
+  if constexpr (FOLD)
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g) ftail[r][g][0] = ftail[r][g][1] = vdupq_n_f32(0.f);
   for (int b = 0; b < nb; ++b) {
     int8x16_t xq[R][2];
     for (int r = 0; r < R; ++r) xq[r][0] = vld1q_s8(x[r].q + b * QK), xq[r][1] = vld1q_s8(x[r].q + b * QK + 16);
     for (int g = 0; g < G; ++g) {
+      if constexpr (F == Fmt::Q6_K) {  // each half of 16 values: sum((q - 32) x) = sum(q x) - 32 sum(x), in order
+        int32x4_t s[R][2][2];
+        for (int r = 0; r < R; ++r)
+          for (int hr = 0; hr < 2; ++hr) s[r][hr][0] = s[r][hr][1] = vdupq_n_s32(0);
+        block_sums_steps<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
+        float32x4_t dw[2], coef[2];
+        block_scales<F>(wd, wm, b, g, G, dw, coef);
+        for (int r = 0; r < R; ++r)
+          for (int v = 0; v < 2; ++v) {
+            const int32x4_t off = vdupq_n_s32(32 * x[r].n16[2 * b + v]);
+            for (int hr = 0; hr < 2; ++hr)
+              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(vsubq_s32(s[r][hr][v], off)),
+                                        vmulq_n_f32(v ? coef[hr] : dw[hr], x[r].d[b]));
+          }
+        continue;
+      }
       int32x4_t s[R][2];
-      for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
-      block_sums<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
+      if constexpr (five_bit<F>() || iq4<F>()) {
+        int32x4_t t[R][2][2];
+        for (int r = 0; r < R; ++r)
+          for (int hr = 0; hr < 2; ++hr) t[r][hr][0] = t[r][hr][1] = vdupq_n_s32(0);
+        block_sums_steps<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, t);
+        for (int r = 0; r < R; ++r) s[r][0] = t[r][0][0], s[r][1] = t[r][1][0];
+      } else {
+        for (int r = 0; r < R; ++r) s[r][0] = s[r][1] = vdupq_n_s32(0);
+        block_sums<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
+      }
       float32x4_t dw[2], coef[2];
       block_scales<F>(wd, wm, b, g, G, dw, coef);
       for (int r = 0; r < R; ++r) {
-        if constexpr (F == Fmt::Q8_0 && kQ8Signed) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
+        if constexpr (signed_u<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
           const int32x4_t off = vdupq_n_s32(128 * x[r].n[b]);
           s[r][0] = vaddq_s32(s[r][0], off), s[r][1] = vaddq_s32(s[r][1], off);
         }
         for (int h = 0; h < 2; ++h)
           acc[r][g][h] = vfmaq_f32(acc[r][g][h], vcvtq_f32_s32(s[r][h]), vmulq_n_f32(dw[h], x[r].d[b]));
+        if constexpr (FOLD)
+          for (int h = 0; h < 2; ++h) ftail[r][g][h] = vfmaq_n_f32(ftail[r][g][h], coef[h], x[r].s[b]);
       }
     }
+  }
+  if constexpr (FOLD) {
+    for (int r = 0; r < R; ++r)
+      for (int g = 0; g < G; ++g)
+        for (int h = 0; h < 2; ++h) vst1q_f32(out + r * out_stride + g * GROUP + 4 * h, vaddq_f32(acc[r][g][h], ftail[r][g][h]));
+    return;
   }
   for (int g = 0; g < G; ++g) {
     float32x4_t tail[R][2];
     for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
-    for (int b = 0; b < nb; ++b) {
+    for (int b = 0; b < nb && F != Fmt::Q6_K; ++b) {  // (q6_k has no offset term: its tail stays 0, as x86's)
       float32x4_t dw[2], coef[2];
       block_scales<F>(wd, wm, b, g, G, dw, coef);
       for (int r = 0; r < R; ++r)
@@ -1998,9 +2412,11 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 
 // The weight formats this build multiplies at speed (engine/quant.py's names): the loader holds
 // a tensor in its own format only where the build has a vector tile for it, and re-quantizes it
-// to q8_0 elsewhere (every build computes every format correctly: tile_scalar).
+// to q8_0 elsewhere (every build computes every format correctly: tile_scalar). Every vector
+// build (AVX2 and up, SSE4.1, NEON with or without dotprod/i8mm) has a tile for each; the plain
+// C++ build (tile_scalar for all) keeps to the four it has always listed.
 extern "C" const char* pinwheel_kernel_formats() {
-#if defined(__AVX2__)
+#if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
   return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs";
 #else
   return "q8_0 q4_0 q4_1 q4_k";

@@ -78,3 +78,24 @@ def test_this_cpu_reports_the_features_linux_sees_and_gets_its_fastest_variant()
     if kernels.available():
         assert kernels.status().startswith(f"native {chosen.name} (")
     assert kernels.describe().startswith(("native ", "XLA path"))
+
+
+@pytest.mark.skipif(not kernels.packaged(), reason="no prebuilt kernel in this checkout (pip install -e . builds it)")
+def test_every_packaged_variant_this_cpu_runs_holds_every_format_as_stored():
+    """Each vector variant (x86-64-v2's SSE tiles included) multiplies all of engine.quant's
+    formats at speed, so the loader holds a Q6_K, Q5_x or IQ4_x file as stored there instead of
+    re-quantizing it to q8_0. (The ARM variants' lists are checked by scripts/test_arm64.sh's harness.)"""
+    import ctypes
+
+    from engine import quant
+
+    built = kernels.packaged()
+    family = variants.VARIANTS.get(variants.machine(platform.machine()), ())
+    baseline = next((v for v in reversed(family) if not v.needs and v.name in built), None)
+    assert baseline is not None
+    have = kernels.cpu_features(ctypes.CDLL(str(built[baseline.name])))
+    for v in family:
+        if v.name in built and not v.needs - have:
+            lib = ctypes.CDLL(str(built[v.name]))
+            lib.pinwheel_kernel_formats.restype = ctypes.c_char_p
+            assert set(lib.pinwheel_kernel_formats().decode().split()) == set(quant.FORMATS), v.name

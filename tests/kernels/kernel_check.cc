@@ -744,6 +744,14 @@ int main(int argc, char** argv) {
   check_attention(rng);
   std::mt19937 rng_relayout(99);  // (its own stream: the digests above stay what they were)
   check_relayout(rng_relayout);
+  // Every vector build has a tile for every format these checks multiply, and says so: the loader
+  // then holds each as stored (a build that listed fewer re-quantized those files to q8_0).
+#if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
+  const std::string held = std::string(" ") + pinwheel_kernel_formats() + " ";
+  for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS})
+    check(held.find(std::string(" ") + fmt_name(f) + " ") != std::string::npos,
+          std::string("pinwheel_kernel_formats() lacks ") + fmt_name(f) + " on this vector build");
+#endif
   // The digests name the output bits: equal digests on two ISAs mean bit-identical results.
   std::printf("%s: %d checks passed (kernel %s; output digests: products %016" PRIx64 ", attention %016" PRIx64 ")\n",
               name.c_str(), g_checks - g_failures, pinwheel_kernel_isa(), products, g_digest);
