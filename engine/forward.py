@@ -375,7 +375,7 @@ def _layers_hybrid(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfi
                 a, row = _attention(cfg, batch, x, w, i, cache)
                 rows.append(row)
             x = _ffn(cfg, x + (rms_norm(a, w.post_attn_norm[i], cfg.rms_eps) if cfg.post_norms else a), w, i)
-        return (x, conv, ssm), tuple(None if rows[0][f] is None else jnp.stack([r[f] for r in rows]) for f in range(4))
+        return (x, conv, ssm), _stack_rows(rows)
 
     x = embed(params, batch.tokens, cfg)
     st = cache.state
@@ -385,7 +385,7 @@ def _layers_hybrid(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfi
     return x, (rows, RecurrentState(ssm, conv))
 
 
-def _as_f32(cache: KVCache, rows):
+def _as_f32(rows):
     """The f32 values of K/V rows in their stored form (what attention over them uses)."""
     k, v, ks, vs = rows
     if ks is None:
@@ -416,7 +416,7 @@ def _attention_own(cfg: ModelConfig, batch: Batch, x, w: Layers, i: int, cache: 
             v = rms_norm(v, jnp.float32(1.0), cfg.rms_eps)
         att, rows = _attend(kc, q, k.reshape(C, -1), v.reshape(C, -1), store, j, keys, native)
         return matmul(att, w.wo, 0), rows
-    k_new, v_new = _as_f32(store, chunk_rows[cfg.kv_source(i)])
+    k_new, v_new = _as_f32(chunk_rows[cfg.kv_source(i)])
     cos, sin, scos, ssin, mask, key_sink, order = keys
     if native:
         att = attention_native(kc, q, k_new, v_new, store, j, *keys)
@@ -461,11 +461,17 @@ def _layers_unrolled(params: Params, cache: KVCache, batch: Batch, cfg: ModelCon
         if cfg.layer_scale:
             x = x * w.out_scale[0]
 
-    def stacked(kind):
+    def of(kind):
         own = [r for i, r in chunk_rows.items() if cfg.kinds[i] == kind]
-        return tuple(None if own[0][f] is None else jnp.stack([r[f] for r in own]) for f in range(4)) if own else None
+        return _stack_rows(own) if own else None
 
-    return x, (stacked(GLOBAL), stacked(LOCAL))
+    return x, (of(GLOBAL), of(LOCAL))
+
+
+def _stack_rows(rows: list):
+    """Layers' K/V rows (k, v, k scales, v scales; no scales for a float cache), stacked on a new
+    leading layer axis."""
+    return tuple(None if rows[0][f] is None else jnp.stack([r[f] for r in rows]) for f in range(4))
 
 
 def _ffn(cfg: ModelConfig, x, w: Layers, i):
