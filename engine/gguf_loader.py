@@ -714,15 +714,16 @@ def weight_bytes(cfg: ModelConfig, type_of, xla: bool | None = None) -> int:
     type name, None when absent): the block formats' sizes plus the f32 vectors. No tensor data
     is read. xla: for the XLA path's form (default: the path this process runs, xla_path())."""
     xla = xla_path() if xla is None else xla
-    total = (sum(len(_vector_layers(cfg, k)) * n for k, (_, n) in _vectors(cfg).items()) + cfg.d_model) * 4
-    total += cfg.recurrent_layers * cfg.conv_dim * cfg.ssm_conv * 4  # the DeltaNet conv taps, f32
     has = lambda n: type_of(n) is not None  # noqa: E731
     specs = [(names, inp) for names, inp, _ in _matrices(cfg, has, tied=not has("output.weight")).values()]
-    if cfg.per_layer_weights:
-        total = 4 * (cfg.d_model + cfg.per_layer_dim)  # output_norm, per_layer_proj_norm
+    if cfg.per_layer_weights:  # each layer's own matrices and vectors; output_norm, per_layer_proj_norm
+        total = 4 * (cfg.d_model + cfg.per_layer_dim)
         for i in range(cfg.n_layers):
             specs += _layer_matrices(cfg, i).values()
             total += 4 * sum(n for _, n in _layer_vectors(cfg, i).values())
+    else:  # the stacked vectors, output_norm, the DeltaNet conv taps (f32)
+        total = (sum(len(_vector_layers(cfg, k)) * n for k, (_, n) in _vectors(cfg).items()) + cfg.d_model) * 4
+        total += cfg.recurrent_layers * cfg.conv_dim * cfg.ssm_conv * 4
     for names, inp in specs:
         for members, key in zip(names, layer_formats(names, type_of, xla)):
             for fmt, run in _runs(key):

@@ -477,15 +477,21 @@ def test_the_pin_bar_says_what_pinning_does_in_plain_words_first(win, qtbot, see
         win.findChild(QPushButton, "pinCancelButton").click()
 
 
+def at_1280_with_both_panels(win, qtbot):
+    """The default 1280x800 window, light theme (Fusion and the stylesheet: the widths a desktop
+    shows), with the settings-and-memory panel and the conversation list both asked for."""
+    set_theme(win, "light")
+    win.resize(1280, 800)
+    qtbot.waitUntil(lambda: win.width() == 1280, timeout=3000)
+    win.set_panel("side", True)
+    win.set_panel("conversations", True)
+
+
 def test_at_1280_both_panels_stay_when_the_search_is_opened(win, qtbot):
     """With the stylesheet the conversation list is a few pixels wider than its nominal 200 px;
     Ctrl+F (which asks for the list) hid the settings-and-memory panel at the default 1280 px."""
-    set_theme(win, "light")  # (Fusion and the stylesheet: the widths a desktop shows)
     try:
-        win.resize(1280, 800)
-        qtbot.waitUntil(lambda: win.width() == 1280, timeout=3000)
-        win.set_panel("side", True)
-        win.set_panel("conversations", True)
+        at_1280_with_both_panels(win, qtbot)
         win.resize(1279, 800)  # a shrink forgets what was asked for at this width
         win.resize(1280, 800)
         QApplication.processEvents()

@@ -15,8 +15,8 @@ from PySide6.QtGui import QAction, QColor, QPalette  # noqa: E402
 from PySide6.QtWidgets import QApplication, QLabel, QScrollArea, QToolTip, QWidget  # noqa: E402
 
 # the same seeded data folder and window fixtures (module-scoped: this module gets its own)
-from tests.app.test_window_issue23 import (TITLES, seeded, set_theme, tooltip_at,  # noqa: E402,F401
-                                           win)
+from tests.app.test_window_issue23 import (TITLES, at_1280_with_both_panels, seeded, set_theme,  # noqa: E402,F401
+                                           tooltip_at, win)
 
 NARROWEST = 480  # the narrowest window issue 23 promises
 
@@ -88,12 +88,8 @@ def side_panel_inside(win) -> None:
 def test_the_edit_hint_wraps_and_never_widens_the_window(win, qtbot, seeded):
     """At 1280x800 with both panels, Edit's hint line widened the chat (the side panel went past
     the window's right edge) and left the window's minimum at 937 px, after Escape too."""
-    set_theme(win, "light")  # (Fusion and the stylesheet: the widths a desktop shows)
     try:
-        win.resize(1280, 800)
-        qtbot.waitUntil(lambda: win.width() == 1280, timeout=3000)
-        win.set_panel("side", True)
-        win.set_panel("conversations", True)
+        at_1280_with_both_panels(win, qtbot)
         win.open_conversation(seeded[1][TITLES[1]])
         qtbot.waitUntil(lambda: win.current_id == seeded[1][TITLES[1]], timeout=5000)
         QApplication.processEvents()
