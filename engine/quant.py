@@ -13,15 +13,23 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   merged with Q4_0/Q4_1 ones is held as q4_1 (d * scale and -dmin * min rounded to f16);
 - `q6_k`: llama.cpp's Q6_K as stored: w = d * scale * (q - 32), q in 0..63 (its low 4 bits as
   q4_x's nibbles, its high 2 bits beside them), an f16 d per super-block of 256 and an int8
-  scale per 16 values. Only where the kernel multiplies it at speed (kernels.formats(): the
-  x86 AVX2 builds); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0;
+  scale per 16 values. Only where the kernel multiplies it at speed (kernels.formats(): every
+  vector build); elsewhere, and in the XLA path, Q6_K is re-quantized to q8_0;
 - `q5_0`, `q5_1`, `q5_k`: Q5_0, Q5_1 and Q5_K as stored: q4_0's, q4_1's and q4_k's layouts with
   each value's 5th bit beside the nibbles (q5_0: w = d * (q - 16)). Where the kernel has no tile
   for them they are re-quantized to q8_0; the XLA path holds them as xla_q8 / xla_q8m;
 - `iq4_nl`, `iq4_xs`: IQ4_NL and IQ4_XS as stored: 4-bit indices into llama.cpp's 16 non-linear
   values (IQ4_VALUES) in q4_x's nibbles, with q4_0's f16 scale per 32 (iq4_nl) or an f16 d per
   super-block and a 6-bit scale per 32, w = d (ls - 32) value (iq4_xs); re-quantized to q8_0
-  where the kernel has no tile for them, held as xla_q8 in the XLA path.
+  where the kernel has no tile for them, held as xla_q8 in the XLA path;
+- `q3_k`: llama.cpp's Q3_K as stored: w = d * (ls - 32) * (q - 4), q in 0..7 (its low 2 bits in
+  two 32-byte steps a block, its high bit in a third), an f16 d per super-block of 256 and a
+  6-bit ls per 16 values (the file's 12 bytes re-packed as iq4_xs's, 16 scales; qmatmul.cc);
+- `q2_k`: llama.cpp's Q2_K as stored: w = d * sc * q - dmin * mn, q in 0..3 (q3_k's low-bit
+  steps), f16 d and dmin per super-block and the file's scale bytes, 4-bit sc and mn per 16.
+  Like q6_k, both are held so only where the kernel multiplies them at speed (every vector
+  build); elsewhere, and in the XLA path, they are re-quantized to q8_0 (a scale per 16 values
+  has no xla_q8 form).
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
@@ -61,7 +69,7 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
-FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs")
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs", "q3_k", "q2_k")
 FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
 IQ4 = ("iq4_nl", "iq4_xs")
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
@@ -70,7 +78,10 @@ XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla
              "q5_0": "xla_q8", "q5_1": "xla_q8m", "q5_k": "xla_q8m", "iq4_nl": "xla_q8", "iq4_xs": "xla_q8"}
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
                 "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
-                "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP}
+                "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP,
+                "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP}
+# q3_k's and q2_k's per-group, per-super-block scale bytes (m)
+_K3_M, _K2_M = 12 * GROUP, 16 * GROUP
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
 _K_D, _K_M = 2 * GROUP, 12 * GROUP
 
@@ -88,6 +99,9 @@ class QLinear:
     [..., out/8/K, in/256, K * 16] (d of the 8 rows, then dmin), m uint8 [..., in/256, K * 96]
     (the 6-bit scales and mins, qmatmul.cc's layout). q6_k: q [..., in/32, K * 192] (nibbles, then
     the high 2 bits), d f16 [..., in/256, K * 8], m int8 [..., in/256, K * 128] (the scales).
+    q3_k: q [..., in/32, K * 96] (low 2 bits, then the high bit), d f16 [..., in/256, K * 8], m
+    uint8 [..., in/256, K * 96] (the 6-bit scales); q2_k: q [..., in/32, K * 64], d f16
+    [..., in/256, K * 16] (d of the 8 rows, then dmin), m uint8 [..., in/256, K * 128].
 
     In the XLA path's forms (fmt xla_q8 / xla_q8m, see the module doc): q int8 [..., out, in],
     d (and m) f32 [..., out, in/32], rows = out; with pieces > 1, [..., pieces, out, in/pieces]
@@ -219,6 +233,15 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
         hi = (hb >> (2 * jnp.arange(4, dtype=jnp.uint8)).reshape(4, 1, 1)) & 3  # [nb, 2, 4 steps, 8, 4]
         hi = jnp.moveaxis(hi.astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
         return v + 16.0 * hi.reshape(*lead, GROUP, nb, QK) - 32.0
+    elif fmt in ("q3_k", "q2_k"):  # 2 bits at bits 2k of step h's lane (row, j): value 16h + 4k + j
+        c = q[..., : QK // 4 * GROUP].reshape(*lead, nb, 2, 1, GROUP, 4)
+        v = (c >> (2 * jnp.arange(4, dtype=jnp.uint8)).reshape(4, 1, 1)) & 3  # [nb, 2, 4 steps, 8, 4]
+        v = jnp.moveaxis(v.astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
+        if fmt == "q3_k":  # plus 4 x the high bit (value 4k + j at bit k, 16 + 4k + j at 4 + k), minus 4
+            hb = q[..., QK // 4 * GROUP :].reshape(*lead, nb, 1, 1, GROUP, 4)
+            shift = (4 * jnp.arange(2, dtype=jnp.uint8)[:, None] + jnp.arange(4, dtype=jnp.uint8)).reshape(2, 4, 1, 1)
+            hi = jnp.moveaxis(((hb >> shift) & 1).astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
+            v = v + 4.0 * hi - 4.0
     else:  # [nb, 4 steps, 8 rows, 4]: low nibbles values 4k+j, high 16+4k+j
         b = q.reshape(*lead, nb, 4, GROUP, 4)
         v = jnp.stack([b & 0x0F, b >> 4], axis=-4).astype(jnp.float32)  # [nb, 2, 4, 8, 4]
@@ -263,6 +286,32 @@ def _k6_scales(d: jax.Array, m: jax.Array) -> jax.Array:
     s = half.to_f32(d)[..., None, :] * sc
     s = jnp.moveaxis(s, -1, -3)  # [8 rows, nsb, 16]
     return jnp.repeat(s.reshape(*s.shape[:-2], -1), QK // 2, axis=-1).reshape(*s.shape[:-2], -1, QK)
+
+
+def _per16(s: jax.Array) -> jax.Array:
+    """Scales [..., nsb, 16, 8 rows] (one per 16 values) -> f32 [..., 8 rows, nb, 32]."""
+    s = jnp.moveaxis(s, -1, -3)  # [8 rows, nsb, 16]
+    return jnp.repeat(s.reshape(*s.shape[:-2], -1), QK // 2, axis=-1).reshape(*s.shape[:-2], -1, QK)
+
+
+def _k3_scales(d: jax.Array, m: jax.Array) -> jax.Array:
+    """q3_k's d [..., nsb, 8] f16 and 6-bit scales [..., nsb, 96] -> each 16 values' d (ls - 32),
+    f32 [..., 8 rows, nb, 32] (repeated over its 16 values)."""
+    lo = m[..., :64].reshape(*m.shape[:-1], 16, 1, 4)  # [nsb, scale, 1, row & 3]
+    lo = (lo >> jnp.array([0, 4], jnp.uint8).reshape(2, 1)) & 15  # [nsb, scale, row >> 2, row & 3]
+    hw = jax.lax.bitcast_convert_type(m[..., 64:].reshape(*m.shape[:-1], 16, 2), jnp.uint16)  # [nsb, scale]
+    hi = (hw[..., None] >> (2 * jnp.arange(GROUP, dtype=jnp.uint16))) & 3  # [nsb, scale, row]
+    ls = lo.reshape(*lo.shape[:-2], GROUP).astype(jnp.int32) | (hi.astype(jnp.int32) << 4)
+    return _per16(half.to_f32(d)[..., None, :] * (ls - 32).astype(jnp.float32))
+
+
+def _k2_scales(d: jax.Array, m: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """q2_k's d [..., nsb, 16] f16 (d, dmin) and scale bytes [..., nsb, 128] -> each 16 values'
+    d * sc and -dmin * mn, f32 [..., 8 rows, nb, 32] each."""
+    b = m.reshape(*m.shape[:-1], 16, GROUP).astype(jnp.int32)  # [nsb, scale, row]
+    dd = half.to_f32(d).reshape(*d.shape[:-1], 2, GROUP)  # [nsb, d | dmin, row]
+    return (_per16(dd[..., 0:1, :] * (b & 15).astype(jnp.float32)),
+            _per16(dd[..., 1:2, :] * (-(b >> 4)).astype(jnp.float32)))
 
 
 def _xs_scales(d: jax.Array, m: jax.Array) -> jax.Array:
@@ -319,6 +368,11 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
         v = v * _k6_scales(_groups(w.d, GROUP), _groups(w.m, 16 * GROUP))
     elif w.fmt == "iq4_xs":
         v = v * _xs_scales(_groups(w.d, GROUP), _groups(w.m, 6 * GROUP))
+    elif w.fmt == "q3_k":
+        v = v * _k3_scales(_groups(w.d, GROUP), _groups(w.m, _K3_M))
+    elif w.fmt == "q2_k":
+        dw, coef = _k2_scales(_groups(w.d, _K_D), _groups(w.m, _K2_M))
+        v = v * dw + coef
     else:
         v = v * _scales(_groups(w.d, GROUP))
     if w.fmt in ("q4_1", "q5_1"):
@@ -347,6 +401,11 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         v = _values(group(w.q), w.fmt)[i, r] * _k6_scales(group(w.d), group(w.m))[i, r]
     elif w.fmt == "iq4_xs":
         v = _values(group(w.q), w.fmt)[i, r] * _xs_scales(group(w.d), group(w.m))[i, r]
+    elif w.fmt == "q3_k":
+        v = _values(group(w.q), w.fmt)[i, r] * _k3_scales(group(w.d), group(w.m))[i, r]
+    elif w.fmt == "q2_k":
+        dw, coef = _k2_scales(group(w.d), group(w.m))
+        v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt in ("q4_1", "q5_1"):
@@ -641,6 +700,41 @@ def blocks_iq4_xs(raw: np.ndarray):
     return q, d, ls.astype(np.uint8).reshape(rows, -1, 8)
 
 
+def blocks_q3_k(raw: np.ndarray):
+    """Q3_K super-blocks (256 values: 32 bytes of high bits, 64 of low 2 bits, 12 of 6-bit scales,
+    an f16 d) -> q3_k rows: unsigned values [rows, in] (0..7, w = d (ls - 32) (q - 4)), d [rows,
+    nsb] f16, the scales ls [rows, nsb, 16] (0..63). Values and scales come from gguf's own
+    dequantization of probes: d = 1 and every ls 33 (scale 1) gives q - 4; d = 1 and every value
+    5 (q - 4 = 1) gives ls - 32. The bit layout is gguf-py's, not written out here."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 110)
+    probe = b.copy()
+    probe[:, 96:104], probe[:, 104:108] = 0x11, 0xAA  # ls = 33: low 4 bits 1, high 2 bits 2 (the 12-byte packing)
+    probe[:, 108:110] = np.frombuffer(_ONE, np.uint8)
+    u = (_dequantize_blocks(probe, "Q3_K").reshape(rows, -1) + 4).astype(np.uint8)
+    probe = b.copy()
+    probe[:, 0:32], probe[:, 32:96] = 0xFF, 0x55  # every value's high bit 1, low bits 1: q = 5
+    probe[:, 108:110] = np.frombuffer(_ONE, np.uint8)
+    ls = _dequantize_blocks(probe, "Q3_K").reshape(-1, 16, 16)[..., 0] + 32
+    d = np.ascontiguousarray(b[:, 108:110]).view(np.float16).reshape(rows, -1)
+    return u, d, ls.astype(np.uint8).reshape(rows, -1, 16)
+
+
+def blocks_q2_k(raw: np.ndarray):
+    """Q2_K super-blocks (256 values: 16 scale bytes sc | mn << 4, 64 bytes of 2-bit values, f16
+    d and dmin) -> q2_k rows: values [rows, in] (0..3, w = d sc q - dmin mn), d [rows, nsb, 2]
+    (d, dmin) and the scale bytes as stored [rows, nsb, 16]. The values come from gguf's
+    dequantization with d = 1, dmin = 0 and every sc 1."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 84)
+    probe = b.copy()
+    probe[:, 0:16] = 1
+    probe[:, 80:84] = np.frombuffer(_ONE + bytes(2), np.uint8)
+    u = _dequantize_blocks(probe, "Q2_K").reshape(rows, -1).astype(np.uint8)
+    d = np.ascontiguousarray(b[:, 80:84]).view(np.float16).reshape(rows, -1, 2)
+    return u, d, np.ascontiguousarray(b[:, 0:16]).reshape(rows, -1, 16)
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
@@ -651,7 +745,9 @@ NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q5_1": ("q5_1", blocks_q5_1),
           "Q5_K": ("q5_k", blocks_q5_k),
           "IQ4_NL": ("iq4_nl", blocks_iq4_nl),
-          "IQ4_XS": ("iq4_xs", blocks_iq4_xs)}
+          "IQ4_XS": ("iq4_xs", blocks_iq4_xs),
+          "Q3_K": ("q3_k", blocks_q3_k),
+          "Q2_K": ("q2_k", blocks_q2_k)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -700,6 +796,8 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return interleave(q, d, m, "q4_0")
     if fmt == "iq4_xs":
         return _interleave_xs(q, d, m)
+    if fmt in ("q3_k", "q2_k"):
+        return _interleave_lowk(q, d, m, fmt)
     if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
         qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
         return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
@@ -734,6 +832,32 @@ def _interleave_xs(q: np.ndarray, d: np.ndarray, ls: np.ndarray):
     lo = ((s[..., :4] & 15) | (s[..., 4:] & 15) << 4).astype(np.uint8).reshape(G, nsb, 32)
     hi = ((s >> 4) << (2 * np.arange(GROUP, dtype=np.uint16))).sum(-1, dtype=np.uint16)  # [G, nsb, block]
     return qi, di, np.concatenate([lo, hi.astype("<u2").view(np.uint8).reshape(G, nsb, 16)], axis=-1)
+
+
+def _interleave_lowk(u: np.ndarray, d: np.ndarray, m: np.ndarray, fmt: str):
+    """interleave for q3_k and q2_k (rows of values u [out, in]): each block's low 2 bits in two
+    32-byte steps ([half][8 rows][4]: value 16 half + 4k + j at bits 2k), q3_k's high bit in a
+    third (q5's 5th-bit lanes); per group and super-block the 8 rows' d (q2_k: then dmin), and
+    their scales: q3_k's 6-bit ls packed as qmatmul.cc reads them (96 bytes: low 4 bits of rows r
+    and r + 4 in byte 4i + r, the high 2 bits at bits 2 row of a 16-bit word per scale), q2_k's
+    bytes as [scale][row]."""
+    out, inp = u.shape
+    pad = -out % GROUP
+    if pad:
+        u, d, m = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (u, d, m))
+    G, nb, nsb = (out + pad) // GROUP, inp // QK, inp // QK_K
+    v = u.reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, step k, j]
+    lo = ((v & 3) << (2 * np.arange(4, dtype=np.uint8)).reshape(4, 1)).sum(axis=-2, dtype=np.uint8)  # [G, row, block, half, j]
+    qi = lo.transpose(0, 2, 3, 1, 4).reshape(G, nb, QK // 4 * GROUP)
+    if fmt == "q3_k":
+        qi = np.concatenate([qi, _fifth_bits((u & 4) << 2)], axis=-1)  # (the high bit, as the 5th bit's lanes)
+        di = d.reshape(G, GROUP, nsb).transpose(0, 2, 1)
+        s = m.reshape(G, GROUP, nsb, 16).transpose(0, 2, 3, 1).astype(np.uint16)  # [G, nsb, scale, row]
+        lo = ((s[..., :4] & 15) | (s[..., 4:] & 15) << 4).astype(np.uint8).reshape(G, nsb, 64)
+        hi = ((s >> 4) << (2 * np.arange(GROUP, dtype=np.uint16))).sum(-1, dtype=np.uint16)  # [G, nsb, scale]
+        return qi, di, np.concatenate([lo, hi.astype("<u2").view(np.uint8).reshape(G, nsb, 32)], axis=-1)
+    di = d.reshape(G, GROUP, nsb, 2).transpose(0, 2, 3, 1).reshape(G, nsb, _K_D)
+    return qi, di, m.reshape(G, GROUP, nsb, 16).transpose(0, 2, 3, 1).reshape(G, nsb, _K2_M)
 
 
 def _nibbles(v: np.ndarray) -> np.ndarray:
@@ -811,6 +935,10 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q5_1" else 1))
     if fmt == "iq4_xs":
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + 6 * GROUP))
+    if fmt == "q3_k":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + _K3_M))
+    if fmt == "q2_k":
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K2_M))
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -842,6 +970,12 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     if fmt == "iq4_xs":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, 6 * GROUP), np.uint8)
+    if fmt == "q3_k":
+        nsb = inp // QK_K
+        return q, aligned_empty((*lead, G, nsb, GROUP), np.float16), aligned_empty((*lead, G, nsb, _K3_M), np.uint8)
+    if fmt == "q2_k":
+        nsb = inp // QK_K
+        return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K2_M), np.uint8)
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 

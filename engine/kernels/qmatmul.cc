@@ -54,7 +54,7 @@ constexpr int QK = 32;
 
 // (Q4_KX and Q5_KX are q4_k and q5_k with a chunk's scales decoded to f32 first: qmatmul_rows'
 // choice, not layouts.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS, Q3_K, Q2_K };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -183,7 +183,8 @@ struct QRow {
   const float* d;
   const float* s;  // d * sum(q) per block
   const int32_t* n;  // sum(q) per block (the ARM paths without an unsigned x signed dot use it)
-  const int32_t* n16;  // sum(q) per 16 values (q6_k's offset, per its scales' 16 values), or null
+  const int32_t* n16;  // sum(q) per 16 values (q6_k's and q3_k's offsets, per their scales' 16 values), or null
+  const float* s16;    // d * sum(q) per 16 values (q2_k's mins), or null
 };
 
 void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n) {
@@ -254,6 +255,22 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // non-linear values, in q4_x's nibble layout, looked up in the tile with one byte shuffle per
 // step; iq4_nl has q4_0's f16 scale per 32, iq4_xs an f16 d per super-block and a 6-bit scale
 // per 32 (iq4xs_at). The files' 18 and 136 bytes a row and 32 or 256 values.
+//
+// q3_k is llama.cpp's Q3_K as stored, 3.44 bits a value: super-blocks of 256 values, w = d *
+// (ls[i] - 32) * (q - 4) with an f16 d per super-block, a 6-bit ls per 16 values and q in 0..7.
+// Per group and block it keeps 96 bytes: q's low 2 bits in two 32-byte steps laid as q6_k's high
+// bits (lane (row, j) of the first: values 4k + j at bits 2k; of the second: 16 + 4k + j), then
+// its high bit in one 32-byte step laid as q5's 5th bit (value 4k + j at bit k, 16 + 4k + j at
+// 4 + k). Per group and super-block: d, 8 f16; m, 96 bytes of the 16 scales, q3k_at (iq4_xs's
+// packing, 16 scales instead of 8). Each half of a block runs as q6_k's, with the (q - 4)
+// offset through the x values' sum over its 16. The file's 110 bytes a row and super-block.
+//
+// q2_k is Q2_K as stored, 2.63 bits a value: w = d * sc[i] * q - dmin * mn[i] with f16 d and
+// dmin per super-block, 4-bit sc and mn per 16 values and q in 0..3. Per group and block: q's 2
+// bits as q3_k's low bits (64 bytes); per group and super-block d, 16 f16 (d of the 8 rows, then
+// dmin), and m, the file's 16 scale bytes (sc | mn << 4) of each row as [scale][8 rows]. Each
+// half runs as q6_k's (no offset), and its min's term (-dmin mn times d_x sum(q_x) over the 16
+// values) goes into the tail as q4_1's offset does. The file's 84 bytes a row and super-block.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
@@ -266,29 +283,39 @@ constexpr bool iq4() { return F == Fmt::IQ4_NL || F == Fmt::IQ4_XS; }
 alignas(16) constexpr uint8_t IQ4_U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 template <Fmt F>
 constexpr bool k_scales() { return F == Fmt::Q4_K || F == Fmt::Q5_K; }  // Q4_K's d, dmin and 6-bit fields
+// Formats scaled per 16 values (each block's two halves apart, with the x values' sums per 16).
+template <Fmt F>
+constexpr bool halves16() { return F == Fmt::Q6_K || F == Fmt::Q3_K || F == Fmt::Q2_K; }
+// Their offset, applied to each half's integer sum: sum((q - off) x) = sum(q x) - off sum(x).
+template <Fmt F>
+constexpr int half_offset() { return F == Fmt::Q6_K ? 32 : F == Fmt::Q3_K ? 4 : 0; }
+template <Fmt F>
+constexpr bool two_bit() { return F == Fmt::Q3_K || F == Fmt::Q2_K; }  // 2-bit steps (q3_k's low bits)
 template <Fmt F>
 constexpr bool expanded_scales() { return F == Fmt::Q4_KX || F == Fmt::Q5_KX; }
 template <Fmt F>
 constexpr int block_bytes() {
-  return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : five_bit<F>() ? 5 * QK / 8 * GROUP : QK / 2 * GROUP;
+  return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : five_bit<F>() ? 5 * QK / 8 * GROUP
+         : F == Fmt::Q3_K ? 3 * QK / 8 * GROUP : F == Fmt::Q2_K ? QK / 4 * GROUP : QK / 2 * GROUP;
 }
 // u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
 constexpr size_t d_per_chunk(int nb, int K) {
-  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 16
-         : F == Fmt::Q6_K || F == Fmt::IQ4_XS ? (size_t)nb / BLOCKS_K * K * GROUP
+  return k_scales<F>() || F == Fmt::Q2_K ? (size_t)nb / BLOCKS_K * K * 16
+         : F == Fmt::Q6_K || F == Fmt::IQ4_XS || F == Fmt::Q3_K ? (size_t)nb / BLOCKS_K * K * GROUP
                                                                          : (size_t)nb * K * GROUP;
 }
 template <Fmt F>
 constexpr size_t m_per_chunk(int nb, int K) {
-  return k_scales<F>() ? (size_t)nb / BLOCKS_K * K * 48 : F == Fmt::Q6_K ? (size_t)nb / BLOCKS_K * K * 64
+  return k_scales<F>() || F == Fmt::Q3_K ? (size_t)nb / BLOCKS_K * K * 48
+         : F == Fmt::Q6_K || F == Fmt::Q2_K ? (size_t)nb / BLOCKS_K * K * 64
          : F == Fmt::IQ4_XS ? (size_t)nb / BLOCKS_K * K * 24
                        : F == Fmt::Q4_1 || F == Fmt::Q5_1 ? (size_t)nb * K * GROUP : 0;
 }
 // Formats whose super-blocks span 8 blocks of 32.
 template <Fmt F>
-constexpr bool super_blocks() { return k_scales<F>() || F == Fmt::Q6_K || F == Fmt::IQ4_XS; }
+constexpr bool super_blocks() { return k_scales<F>() || halves16<F>() || F == Fmt::IQ4_XS; }
 
 // The K- and IQ-quants keep their scales per group and super-block: where block b's are for group
 // g (of G in the chunk), with D f16 of d and M scale bytes a group and super-block, and the
@@ -325,6 +352,49 @@ struct Q6KScales {
 inline Q6KScales q6k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
   const SuperScales s = super_at<GROUP, 128>(wd, wm, b, g, G);
   return {s.d, (const int8_t*)s.m + 16 * s.j};
+}
+
+// q3_k: the super-block's d (8 rows, f16) and its 96 scale bytes: byte 4i + (row & 3) holds
+// scale i's low 4 bits of row `row` (low nibble, rows 0-3) or row + 4 (high nibble), the 16-bit
+// word at byte 64 + 2i their high 2 bits at bits 2 row. Block j's halves are scales 2j, 2j + 1.
+inline SuperScales q3k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  return super_at<GROUP, 96>(wd, wm, b, g, G);
+}
+[[maybe_unused]] inline int q3k_scale(const SuperScales& s, int half, int row) {  // ls - 32
+  const int i = 2 * s.j + half;
+  uint16_t h;
+  std::memcpy(&h, s.m + 64 + 2 * i, 2);
+  return (int)(((s.m[4 * i + (row & 3)] >> (4 * (row >> 2))) & 15) | ((h >> (2 * row)) & 3) << 4) - 32;
+}
+// q2_k: the super-block's d (and dmin at + 8) and its 128 scale bytes, [scale][8 rows], each
+// sc | mn << 4 as the file has it (block j's halves: bytes 16j + row and 16j + 8 + row).
+inline SuperScales q2k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
+  return super_at<16, 128>(wd, wm, b, g, G);
+}
+
+// The scales of block b's two halves for one row of group g (the scalar tiles'): each half's
+// value is dw[h] * (u - half_offset) and, for q2_k, its min's term cf[h] * d_x sum(q_x). Every
+// product here is exact (an f16 times a 4- or 6-bit integer), as in the vector tiles.
+template <Fmt F>
+[[maybe_unused]] inline void row_half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int row,
+                                             float* dw, float* cf) {
+  if constexpr (F == Fmt::Q6_K) {
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    const float d = half_to_float(s.d[row]);
+    for (int h = 0; h < 2; ++h) dw[h] = d * (float)s.sc[GROUP * h + row], cf[h] = 0.f;
+  } else if constexpr (F == Fmt::Q3_K) {
+    const SuperScales s = q3k_at(wd, wm, b, g, G);
+    const float d = half_to_float(s.d[row]);
+    for (int h = 0; h < 2; ++h) dw[h] = d * (float)q3k_scale(s, h, row), cf[h] = 0.f;
+  } else {
+    static_assert(F == Fmt::Q2_K, "row_half_scales: q6_k, q3_k and q2_k only");
+    const SuperScales s = q2k_at(wd, wm, b, g, G);
+    for (int h = 0; h < 2; ++h) {
+      const int v = s.m[16 * s.j + GROUP * h + row];
+      dw[h] = half_to_float(s.d[row]) * (float)(v & 15);
+      cf[h] = half_to_float(s.d[GROUP + row]) * (float)-(v >> 4);
+    }
+  }
 }
 
 // q4_k: the super-block's d (and dmin at + 8) and its 96 scale bytes.
@@ -430,20 +500,28 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
         for (int b = 0; b < nb; ++b) {
           const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
           const int8_t* xb = x[r].q + b * QK;
-          if constexpr (F == Fmt::Q6_K) {
-            const Q6KScales s = q6k_at(wd, wm, b, g, G);
-            const float d = half_to_float(s.d[row]);
+          if constexpr (halves16<F>()) {
+            float dw[2], cf[2];
+            row_half_scales<F>(wd, wm, b, g, G, row, dw, cf);
             for (int h = 0; h < 2; ++h) {  // values 16 h .. 16 h + 15
               int sum = 0;
               for (int k = 0; k < 4; ++k)
                 for (int j = 0; j < 4; ++j) {
-                  const int lo = h ? wb[32 * k + 4 * row + j] >> 4 : wb[32 * k + 4 * row + j] & 0x0f;
-                  const int hi = (wb[128 + 32 * h + 4 * row + j] >> (2 * k)) & 3;
-                  sum += (lo | hi << 4) * xb[16 * h + 4 * k + j];
+                  int u;
+                  if constexpr (F == Fmt::Q6_K) {
+                    const int lo = h ? wb[32 * k + 4 * row + j] >> 4 : wb[32 * k + 4 * row + j] & 0x0f;
+                    u = lo | ((wb[128 + 32 * h + 4 * row + j] >> (2 * k)) & 3) << 4;
+                  } else {  // q3_k, q2_k: 2 bits at bits 2k of step h's lane; q3_k's 3rd at bit 4h + k
+                    u = (wb[32 * h + 4 * row + j] >> (2 * k)) & 3;
+                    if constexpr (F == Fmt::Q3_K) u |= ((wb[64 + 4 * row + j] >> (4 * h + k)) & 1) << 2;
+                  }
+                  sum += u * xb[16 * h + 4 * k + j];
                 }
-              sum -= 32 * x[r].n16[2 * b + h];
-              acc = std::fma((float)sum, d * (float)s.sc[GROUP * h + row] * x[r].d[b], acc);
+              sum -= half_offset<F>() * x[r].n16[2 * b + h];
+              acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
             }
+            if constexpr (F == Fmt::Q2_K)
+              for (int h = 0; h < 2; ++h) tail = std::fma(cf[h], x[r].s16[2 * b + h], tail);
             continue;
           }
           float dw, coef;
@@ -508,11 +586,6 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(h, 4)), _mm256_set1_epi32(32));
     dw = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d)), _mm256_cvtepi32_ps(ls));
     coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
-  } else if constexpr (F == Fmt::Q6_K) {  // d * scale of each half (dw: values 0-15, coef: 16-31)
-    const Q6KScales s = q6k_at(wd, wm, b, g, G);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
-    dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s.sc))));
-    coef = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
   } else {
     dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wd + ((size_t)b * G + g) * GROUP)));
     if constexpr (F == Fmt::Q8_0 || F == Fmt::IQ4_NL) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
@@ -520,6 +593,42 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
     if constexpr (F == Fmt::Q5_0) coef = _mm256_mul_ps(dw, _mm256_set1_ps(-16.f));
     if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1)
       coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(wm + ((size_t)b * G + g) * GROUP)));
+  }
+}
+
+// The scales of block b's two halves for the 8 rows of group g (row_half_scales' values): dw[h],
+// and q2_k's min coefficients cf[h] (the other formats leave cf alone).
+template <Fmt F>
+PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, __m256* dw, __m256* cf) {
+  if constexpr (F == Fmt::Q6_K) {  // d * scale of each half
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
+    dw[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s.sc))));
+    dw[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
+  } else if constexpr (F == Fmt::Q3_K) {  // d (ls - 32), the 6-bit ls decoded 8 rows at once (iq4_xs's)
+    const SuperScales s = q3k_at(wd, wm, b, g, G);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
+    for (int h = 0; h < 2; ++h) {
+      uint32_t lo;
+      uint16_t hi;
+      std::memcpy(&lo, s.m + 4 * (2 * s.j + h), 4), std::memcpy(&hi, s.m + 64 + 2 * (2 * s.j + h), 2);
+      const __m256i l = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)),
+                                         _mm256_set1_epi32(15));
+      const __m256i t = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(hi), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                         _mm256_set1_epi32(3));
+      const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(t, 4)), _mm256_set1_epi32(32));
+      dw[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls));
+    }
+  } else {
+    static_assert(F == Fmt::Q2_K, "half_scales: q6_k, q3_k and q2_k only");
+    const SuperScales s = q2k_at(wd, wm, b, g, G);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
+    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + GROUP)));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s.m + 16 * s.j + GROUP * h)));
+      dw[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15))));
+      cf[h] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srli_epi32(v, 4))));
+    }
   }
 }
 
@@ -541,11 +650,33 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       for (int k = 0; k < 8; ++k) xv[r][k] = _mm256_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
-      __m256 dw, coef;  // (q6_k: the scales of the block's first and second 16 values)
-      block_scales<F>(wd, wm, b, g, G, dw, coef);
+      __m256 dw = _mm256_setzero_ps(), coef = dw;
+      [[maybe_unused]] __m256 hdw[2], hcf[2];  // q6_k, q3_k, q2_k: the scales of the block's first and second 16 values
+      if constexpr (halves16<F>()) half_scales<F>(wd, wm, b, g, G, hdw, hcf);
+      else block_scales<F>(wd, wm, b, g, G, dw, coef);
       __m256i w[8];
       if constexpr (F == Fmt::Q8_0) {
         for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
+      } else if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h
+        const __m256i m3 = _mm256_set1_epi8(3);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * h));
+          w[4 * h] = _mm256_and_si256(raw, m3);
+          w[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 2), m3);
+          w[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m3);
+          w[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), m3);
+        }
+        if constexpr (F == Fmt::Q3_K) {  // the 3rd bit of step k at bit k of the last 32 bytes: to bit 2
+          const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 64)), m04 = _mm256_set1_epi8(4);
+          w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m04));
+          w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(hb, 1), m04));
+          w[2] = _mm256_or_si256(w[2], _mm256_and_si256(hb, m04));
+          w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_srli_epi16(hb, 1), m04));
+          w[4] = _mm256_or_si256(w[4], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m04));
+          w[5] = _mm256_or_si256(w[5], _mm256_and_si256(_mm256_srli_epi16(hb, 3), m04));
+          w[6] = _mm256_or_si256(w[6], _mm256_and_si256(_mm256_srli_epi16(hb, 4), m04));
+          w[7] = _mm256_or_si256(w[7], _mm256_and_si256(_mm256_srli_epi16(hb, 5), m04));
+        }
       } else {
         for (int k = 0; k < 4; ++k) {
           const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
@@ -579,14 +710,19 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         }
       }
       for (int r = 0; r < R; ++r) {
-        if constexpr (F == Fmt::Q6_K) {  // each half: sum((q - 32) x) = sum(q x) - 32 sum(x), exact
+        if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
           const __m256 dx = _mm256_set1_ps(x[r].d[b]);
           for (int h = 0; h < 2; ++h) {
             const __m256i s0 = dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]);
             const __m256i s1 = dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]);
-            const __m256i s = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_set1_epi32(32 * x[r].n16[2 * b + h]));
-            acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(h ? coef : dw, dx), acc[r][g]);
+            __m256i s = _mm256_add_epi32(s0, s1);
+            if constexpr (half_offset<F>() != 0)
+              s = _mm256_sub_epi32(s, _mm256_set1_epi32(half_offset<F>() * x[r].n16[2 * b + h]));
+            acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(hdw[h], dx), acc[r][g]);
           }
+          if constexpr (F == Fmt::Q2_K)  // the mins: -dmin mn times d_x sum(q_x) over each half
+            for (int h = 0; h < 2; ++h)
+              tail[r][g] = _mm256_fmadd_ps(hcf[h], _mm256_set1_ps(x[r].s16[2 * b + h]), tail[r][g]);
           continue;
         }
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -702,13 +838,6 @@ PW_INLINE void block_scales4(const uint16_t* wd, const uint16_t* wm, int b, int 
     const __m128i ls = _mm_sub_epi32(_mm_or_si128(l, _mm_slli_epi32(two_bits(h, hr), 4)), _mm_set1_epi32(32));
     dw = _mm_mul_ps(half4(s.d + 4 * hr), _mm_cvtepi32_ps(ls));
     coef = _mm_mul_ps(dw, _mm_set1_ps(-128.f));
-  } else if constexpr (F == Fmt::Q6_K) {
-    const Q6KScales s = q6k_at(wd, wm, b, g, G);
-    const __m128 d = half4(s.d + 4 * hr);
-    int32_t s0, s1;
-    std::memcpy(&s0, s.sc + 4 * hr, 4), std::memcpy(&s1, s.sc + GROUP + 4 * hr, 4);
-    dw = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s0))));
-    coef = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(s1))));
   } else {
     const size_t si = ((size_t)b * G + g) * GROUP + 4 * hr;
     dw = half4(wd + si);
@@ -717,12 +846,70 @@ PW_INLINE void block_scales4(const uint16_t* wd, const uint16_t* wm, int b, int 
   }
 }
 
-// Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k or iq4 as the 8 steps the products
+// The scales of block b's two halves for rows 4hr..4hr+3 of group g (the AVX2 tile's half_scales,
+// lane for lane): dw[h], and q2_k's min coefficients cf[h].
+template <Fmt F>
+PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int hr, __m128* dw, __m128* cf) {
+  if constexpr (F == Fmt::Q6_K) {
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    const __m128 d = half4(s.d + 4 * hr);
+    for (int h = 0; h < 2; ++h) {
+      int32_t sc;
+      std::memcpy(&sc, s.sc + GROUP * h + 4 * hr, 4);
+      dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sc))));
+    }
+  } else if constexpr (F == Fmt::Q3_K) {
+    const SuperScales s = q3k_at(wd, wm, b, g, G);
+    const __m128 d = half4(s.d + 4 * hr);
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * s.j + h;
+      const __m128i lo = load4_u8(s.m + 4 * i);
+      uint16_t t;
+      std::memcpy(&t, s.m + 64 + 2 * i, 2);
+      const __m128i l = hr ? _mm_srli_epi32(lo, 4) : _mm_and_si128(lo, _mm_set1_epi32(15));
+      const __m128i ls = _mm_sub_epi32(_mm_or_si128(l, _mm_slli_epi32(two_bits(t, hr), 4)), _mm_set1_epi32(32));
+      dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(ls));
+    }
+  } else {
+    static_assert(F == Fmt::Q2_K, "half_scales4: q6_k, q3_k and q2_k only");
+    const SuperScales s = q2k_at(wd, wm, b, g, G);
+    const __m128 d = half4(s.d + 4 * hr), dmin = half4(s.d + GROUP + 4 * hr);
+    for (int h = 0; h < 2; ++h) {
+      const __m128i v = load4_u8(s.m + 16 * s.j + GROUP * h + 4 * hr);
+      dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_and_si128(v, _mm_set1_epi32(15))));
+      cf[h] = _mm_mul_ps(dmin, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_setzero_si128(), _mm_srli_epi32(v, 4))));
+    }
+  }
+}
+
+// Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k, q3_k, q2_k or iq4 as the 8 steps the products
 // take (w[k]: values 4k..4k+3 of each row): the AVX2 tile's unpacking, 128 bits wide (q5's 5th
 // bit and q6_k's high 2 bits OR-ed in above the nibble, unsigned); iq4's values looked up by
 // pshufb as llama.cpp's _mm_shuffle_epi8 over kvalues_iq4nl does, signed (IQ4_U - 128).
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, __m128i* w) {
+  if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h; q3_k's 3rd bit at bit k of the last 32
+    const __m128i m3 = _mm_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      const __m128i raw = _mm_loadu_si128((const __m128i*)(wb + 32 * h + 16 * hr));
+      w[4 * h] = _mm_and_si128(raw, m3);
+      w[4 * h + 1] = _mm_and_si128(_mm_srli_epi16(raw, 2), m3);
+      w[4 * h + 2] = _mm_and_si128(_mm_srli_epi16(raw, 4), m3);
+      w[4 * h + 3] = _mm_and_si128(_mm_srli_epi16(raw, 6), m3);
+    }
+    if constexpr (F == Fmt::Q3_K) {
+      const __m128i hb = _mm_loadu_si128((const __m128i*)(wb + 64 + 16 * hr)), m04 = _mm_set1_epi8(4);
+      w[0] = _mm_or_si128(w[0], _mm_and_si128(_mm_slli_epi16(hb, 2), m04));
+      w[1] = _mm_or_si128(w[1], _mm_and_si128(_mm_slli_epi16(hb, 1), m04));
+      w[2] = _mm_or_si128(w[2], _mm_and_si128(hb, m04));
+      w[3] = _mm_or_si128(w[3], _mm_and_si128(_mm_srli_epi16(hb, 1), m04));
+      w[4] = _mm_or_si128(w[4], _mm_and_si128(_mm_srli_epi16(hb, 2), m04));
+      w[5] = _mm_or_si128(w[5], _mm_and_si128(_mm_srli_epi16(hb, 3), m04));
+      w[6] = _mm_or_si128(w[6], _mm_and_si128(_mm_srli_epi16(hb, 4), m04));
+      w[7] = _mm_or_si128(w[7], _mm_and_si128(_mm_srli_epi16(hb, 5), m04));
+    }
+    return;
+  }
   const __m128i m4 = _mm_set1_epi8(0x0f);
   for (int k = 0; k < 4; ++k) {
     const __m128i raw = _mm_loadu_si128((const __m128i*)(wb + 32 * k + 16 * hr));
@@ -785,22 +972,30 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
       for (int hr = 0; hr < 2; ++hr) {
         __m128i w[8];
         block_steps<F>(wb, hr, w);
-        __m128 dw, cf;
-        block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
+        __m128 dw = _mm_setzero_ps(), cf = dw;
+        [[maybe_unused]] __m128 hdw[2], hcf[2];  // q6_k, q3_k, q2_k: the halves' scales
+        if constexpr (halves16<F>()) half_scales4<F>(wd, wm, b, g, G, hr, hdw, hcf);
+        else block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
         [[maybe_unused]] const vd4 cfd = d4_from(cf);
         for (int r = 0; r < R; ++r) {
           const __m128 dx = _mm_set1_ps(x[r].d[b]);
           const __m128i* xr = xv[r];
-          if constexpr (F == Fmt::Q6_K) {  // each half: sum((q - 32) x) = sum(q x) - 32 sum(x), exact
+          if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
             for (int v = 0; v < 2; ++v) {
               const __m128i* wv = w + 4 * v;
               const __m128i p0 = _mm_add_epi16(_mm_maddubs_epi16(wv[0], xr[4 * v]), _mm_maddubs_epi16(wv[1], xr[4 * v + 1]));
               const __m128i p1 = _mm_add_epi16(_mm_maddubs_epi16(wv[2], xr[4 * v + 2]), _mm_maddubs_epi16(wv[3], xr[4 * v + 3]));
-              const __m128i sum = _mm_add_epi32(_mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones)),
-                                                _mm_set1_epi32(-32 * x[r].n16[2 * b + v]));
+              __m128i sum = _mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones));
+              if constexpr (half_offset<F>() != 0)
+                sum = _mm_add_epi32(sum, _mm_set1_epi32(-half_offset<F>() * x[r].n16[2 * b + v]));
               const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
-              acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(v ? cf : dw, dx)), acc[r][g][hr]);
+              acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(hdw[v], dx)), acc[r][g][hr]);
             }
+            if constexpr (F == Fmt::Q2_K)
+              for (int v = 0; v < 2; ++v) {
+                const __m128d sx = _mm_set1_pd((double)x[r].s16[2 * b + v]);
+                tail[r][g][hr] = fma_exact(d4_from(hcf[v]), {sx, sx}, tail[r][g][hr]);
+              }
           } else {
             __m128i sum;
             if constexpr (iq4<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
@@ -832,7 +1027,7 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (F == Fmt::Q6_K || five_bit<F>() || iq4<F>())
+  if constexpr (halves16<F>() || five_bit<F>() || iq4<F>())
     return tile_steps<F, R, G>(wq, wd, wm, x, nb, out, out_stride);
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
@@ -919,36 +1114,56 @@ constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>()); }
 // with one tbl a step (llama.cpp's vqtbl1q_s8 over kvalues_iq4nl).
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, uint8x16_t* w) {
-  uint8x16_t raw[4];
-  for (int k = 0; k < 4; ++k) raw[k] = vld1q_u8(wb + 32 * k + 16 * hr);
-  if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
-    const uint8x16_t hb = vld1q_u8(wb + 128 + 16 * hr), one = vdupq_n_u8(1), m10 = vdupq_n_u8(0x10);
-    unroll([&](auto kc) {
-      constexpr int k = decltype(kc)::value;
-      uint8x16_t t = hb;
-      if constexpr (k > 0) t = vshrq_n_u8(hb, k);
-      w[k] = vsliq_n_u8(raw[k], vandq_u8(t, one), 4);
-      w[k + 4] = vsriq_n_u8(vandq_u8(t, m10), raw[k], 4);
-    }, std::make_integer_sequence<int, 4>{});
-  } else if constexpr (F == Fmt::Q6_K) {  // value 4k + j's high 2 bits at bits 2k of the first 32 bytes' lane, 16 + 4k + j the second's
-    const uint8x16_t h0 = vld1q_u8(wb + 128 + 16 * hr), h1 = vld1q_u8(wb + 160 + 16 * hr);
-    const uint8x16_t three = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
-    w[0] = vsliq_n_u8(raw[0], vandq_u8(h0, three), 4);
-    w[1] = vsliq_n_u8(raw[1], vandq_u8(vshrq_n_u8(h0, 2), three), 4);
-    w[2] = vsliq_n_u8(raw[2], vandq_u8(vshrq_n_u8(h0, 4), three), 4);
-    w[3] = vsliq_n_u8(raw[3], vshrq_n_u8(h0, 6), 4);
-    w[4] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 4), m30), raw[0], 4);  // (sri keeps bits 4-7 of its first operand)
-    w[5] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 2), m30), raw[1], 4);
-    w[6] = vsriq_n_u8(vandq_u8(h1, m30), raw[2], 4);
-    w[7] = vsriq_n_u8(vshrq_n_u8(h1, 2), raw[3], 4);
+  if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h; q3_k's 3rd bit at bit k of the last 32
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t c = vld1q_u8(wb + 32 * h + 16 * hr);
+      w[4 * h] = vandq_u8(c, m3);
+      w[4 * h + 1] = vandq_u8(vshrq_n_u8(c, 2), m3);
+      w[4 * h + 2] = vandq_u8(vshrq_n_u8(c, 4), m3);
+      w[4 * h + 3] = vshrq_n_u8(c, 6);
+    }
+    if constexpr (F == Fmt::Q3_K) {
+      const uint8x16_t hb = vld1q_u8(wb + 64 + 16 * hr), one = vdupq_n_u8(1);
+      unroll([&](auto kc) {
+        constexpr int k = decltype(kc)::value;
+        uint8x16_t t = hb;
+        if constexpr (k > 0) t = vshrq_n_u8(hb, k);
+        w[k] = vsliq_n_u8(w[k], vandq_u8(t, one), 2);  // (sli keeps the destination's low 2 bits)
+      }, std::make_integer_sequence<int, 8>{});
+    }
   } else {
-    static_assert(iq4<F>(), "block_steps: q5_x, q6_k and iq4 only");
-    const uint8x16_t u = vld1q_u8(IQ4_U);
-    const uint8x16_t table = signed_u<F>() ? veorq_u8(u, vdupq_n_u8(0x80)) : u;
-    const uint8x16_t m4 = vdupq_n_u8(0x0f);
-    for (int k = 0; k < 4; ++k) {
-      w[k] = vqtbl1q_u8(table, vandq_u8(raw[k], m4));
-      w[k + 4] = vqtbl1q_u8(table, vshrq_n_u8(raw[k], 4));
+    uint8x16_t raw[4];
+    for (int k = 0; k < 4; ++k) raw[k] = vld1q_u8(wb + 32 * k + 16 * hr);
+    if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
+      const uint8x16_t hb = vld1q_u8(wb + 128 + 16 * hr), one = vdupq_n_u8(1), m10 = vdupq_n_u8(0x10);
+      unroll([&](auto kc) {
+        constexpr int k = decltype(kc)::value;
+        uint8x16_t t = hb;
+        if constexpr (k > 0) t = vshrq_n_u8(hb, k);
+        w[k] = vsliq_n_u8(raw[k], vandq_u8(t, one), 4);
+        w[k + 4] = vsriq_n_u8(vandq_u8(t, m10), raw[k], 4);
+      }, std::make_integer_sequence<int, 4>{});
+    } else if constexpr (F == Fmt::Q6_K) {  // value 4k + j's high 2 bits at bits 2k of the first 32 bytes' lane, 16 + 4k + j the second's
+      const uint8x16_t h0 = vld1q_u8(wb + 128 + 16 * hr), h1 = vld1q_u8(wb + 160 + 16 * hr);
+      const uint8x16_t three = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
+      w[0] = vsliq_n_u8(raw[0], vandq_u8(h0, three), 4);
+      w[1] = vsliq_n_u8(raw[1], vandq_u8(vshrq_n_u8(h0, 2), three), 4);
+      w[2] = vsliq_n_u8(raw[2], vandq_u8(vshrq_n_u8(h0, 4), three), 4);
+      w[3] = vsliq_n_u8(raw[3], vshrq_n_u8(h0, 6), 4);
+      w[4] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 4), m30), raw[0], 4);  // (sri keeps bits 4-7 of its first operand)
+      w[5] = vsriq_n_u8(vandq_u8(vshlq_n_u8(h1, 2), m30), raw[1], 4);
+      w[6] = vsriq_n_u8(vandq_u8(h1, m30), raw[2], 4);
+      w[7] = vsriq_n_u8(vshrq_n_u8(h1, 2), raw[3], 4);
+    } else {
+      static_assert(iq4<F>(), "block_steps: q5_x, q6_k, q3_k, q2_k and iq4 only");
+      const uint8x16_t u = vld1q_u8(IQ4_U);
+      const uint8x16_t table = signed_u<F>() ? veorq_u8(u, vdupq_n_u8(0x80)) : u;
+      const uint8x16_t m4 = vdupq_n_u8(0x0f);
+      for (int k = 0; k < 4; ++k) {
+        w[k] = vqtbl1q_u8(table, vandq_u8(raw[k], m4));
+        w[k + 4] = vqtbl1q_u8(table, vshrq_n_u8(raw[k], 4));
+      }
     }
   }
 }
@@ -1033,8 +1248,8 @@ PW_INLINE void step_sums(const uint8x16_t* w, const int8x16_t (*xq)[2], int32x4_
 // The q5_x, q6_k and iq4 blocks' sums: s[r][hr][v] (v as step_sums').
 template <Fmt F, int R>
 PW_INLINE void block_sums_steps(const uint8_t* wb, const int8x16_t (*xq)[2], int32x4_t (*s)[2][2]) {
-  constexpr bool SPLIT = F == Fmt::Q6_K;
-  constexpr int PER16 = five_bit<F>() ? 8 : F == Fmt::Q6_K ? 4 : 2;
+  constexpr bool SPLIT = halves16<F>();
+  constexpr int PER16 = five_bit<F>() ? 8 : halves16<F>() ? 4 : 2;  // (SPLIT flushes every 4 steps)
   for (int hr = 0; hr < 2; ++hr) {
     uint8x16_t w[8];
     block_steps<F>(wb, hr, w);
@@ -1200,15 +1415,6 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
       dw[h] = vmulq_f32(d[h], vcvtq_f32_s32(ls));
       coef[h] = vmulq_n_f32(dw[h], -128.f);
     }
-  } else if constexpr (F == Fmt::Q6_K) {  // d * scale of each half (dw: values 0-15, coef: 16-31)
-    const Q6KScales s = q6k_at(wd, wm, b, g, G);
-    float32x4_t d[2];
-    load_scales(s.d, d);
-    const int16x8_t s0 = vmovl_s8(vld1_s8(s.sc)), s1 = vmovl_s8(vld1_s8(s.sc + GROUP));
-    dw[0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(s0))));
-    dw[1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(s0)));
-    coef[0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(s1))));
-    coef[1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(s1)));
   } else {
     load_scales(wd + ((size_t)b * G + g) * GROUP, dw);
     if constexpr (F == Fmt::Q4_1 || F == Fmt::Q5_1) {
@@ -1220,13 +1426,62 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
   }
 }
 
+// The scales of block b's two halves for the 8 rows of group g (the x86 tile's half_scales, lane
+// for lane): dw[h][hr] (rows 4hr..4hr+3), and q2_k's min coefficients cf[h][hr].
+template <Fmt F>
+PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, float32x4_t (*dw)[2],
+                           float32x4_t (*cf)[2]) {
+  if constexpr (F == Fmt::Q6_K) {
+    const Q6KScales s = q6k_at(wd, wm, b, g, G);
+    float32x4_t d[2];
+    load_scales(s.d, d);
+    for (int h = 0; h < 2; ++h) {
+      const int16x8_t sc = vmovl_s8(vld1_s8(s.sc + GROUP * h));
+      dw[h][0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(sc))));
+      dw[h][1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(sc)));
+    }
+  } else if constexpr (F == Fmt::Q3_K) {  // d (ls - 32), the 6-bit ls decoded 4 rows at a time (iq4_xs's)
+    const SuperScales s = q3k_at(wd, wm, b, g, G);
+    float32x4_t d[2];
+    load_scales(s.d, d);
+    const int32x4_t sl[2] = {{0, -8, -16, -24}, {-4, -12, -20, -28}};  // (right shifts are negative left ones)
+    const int32x4_t sh[2] = {{0, -2, -4, -6}, {-8, -10, -12, -14}};
+    for (int h = 0; h < 2; ++h) {
+      const int i = 2 * s.j + h;
+      uint32_t lo;
+      uint16_t hi;
+      std::memcpy(&lo, s.m + 4 * i, 4), std::memcpy(&hi, s.m + 64 + 2 * i, 2);
+      for (int hr = 0; hr < 2; ++hr) {
+        const uint32x4_t l = vandq_u32(vshlq_u32(vdupq_n_u32(lo), sl[hr]), vdupq_n_u32(15));
+        const uint32x4_t t = vandq_u32(vshlq_u32(vdupq_n_u32(hi), sh[hr]), vdupq_n_u32(3));
+        const int32x4_t ls = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(l, vshlq_n_u32(t, 4))), vdupq_n_s32(32));
+        dw[h][hr] = vmulq_f32(d[hr], vcvtq_f32_s32(ls));
+      }
+    }
+  } else {
+    static_assert(F == Fmt::Q2_K, "half_scales: q6_k, q3_k and q2_k only");
+    const SuperScales s = q2k_at(wd, wm, b, g, G);
+    float32x4_t d[2], dmin[2];
+    load_scales(s.d, d), load_scales(s.d + GROUP, dmin);
+    for (int h = 0; h < 2; ++h) {
+      const uint16x8_t v = vmovl_u8(vld1_u8(s.m + 16 * s.j + GROUP * h));
+      const uint16x8_t sc = vandq_u16(v, vdupq_n_u16(15)), mn = vshrq_n_u16(v, 4);
+      dw[h][0] = vmulq_f32(d[0], vcvtq_f32_u32(vmovl_u16(vget_low_u16(sc))));
+      dw[h][1] = vmulq_f32(d[1], vcvtq_f32_u32(vmovl_high_u16(sc)));
+      cf[h][0] = vmulq_f32(dmin[0], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(mn))))));
+      cf[h][1] = vmulq_f32(dmin[1], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_high_u16(mn)))));
+    }
+  }
+}
+
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
   // Where the scales are decoded from bit fields (q4_k, q5_k and iq4_xs on a decode step's tile)
   // the offsets' term runs in the main loop on the same decode, not in a second pass that would
   // decode them again (the same fused chain per lane either way).
-  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS;
+  // (q2_k's mins run there too, per half.)
+  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS || F == Fmt::Q2_K;
   float32x4_t acc[R][G][2];
   [[maybe_unused]] float32x4_t ftail[FOLD ? R : 1][FOLD ? G : 1][2];
   for (int r = 0; r < R; ++r)
@@ -1238,19 +1493,22 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
     int8x16_t xq[R][2];
     for (int r = 0; r < R; ++r) xq[r][0] = vld1q_s8(x[r].q + b * QK), xq[r][1] = vld1q_s8(x[r].q + b * QK + 16);
     for (int g = 0; g < G; ++g) {
-      if constexpr (F == Fmt::Q6_K) {  // each half of 16 values: sum((q - 32) x) = sum(q x) - 32 sum(x), in order
+      if constexpr (halves16<F>()) {  // each half of 16 values: sum((q - off) x) = sum(q x) - off sum(x), in order
         int32x4_t s[R][2][2];
         for (int r = 0; r < R; ++r)
           for (int hr = 0; hr < 2; ++hr) s[r][hr][0] = s[r][hr][1] = vdupq_n_s32(0);
         block_sums_steps<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
-        float32x4_t dw[2], coef[2];
-        block_scales<F>(wd, wm, b, g, G, dw, coef);
+        float32x4_t hdw[2][2], hcf[2][2];
+        half_scales<F>(wd, wm, b, g, G, hdw, hcf);
         for (int r = 0; r < R; ++r)
           for (int v = 0; v < 2; ++v) {
-            const int32x4_t off = vdupq_n_s32(32 * x[r].n16[2 * b + v]);
-            for (int hr = 0; hr < 2; ++hr)
-              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(vsubq_s32(s[r][hr][v], off)),
-                                        vmulq_n_f32(v ? coef[hr] : dw[hr], x[r].d[b]));
+            for (int hr = 0; hr < 2; ++hr) {
+              int32x4_t sv = s[r][hr][v];
+              if constexpr (half_offset<F>() != 0) sv = vsubq_s32(sv, vdupq_n_s32(half_offset<F>() * x[r].n16[2 * b + v]));
+              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(sv), vmulq_n_f32(hdw[v][hr], x[r].d[b]));
+            }
+            if constexpr (F == Fmt::Q2_K)
+              for (int hr = 0; hr < 2; ++hr) ftail[r][g][hr] = vfmaq_n_f32(ftail[r][g][hr], hcf[v][hr], x[r].s16[2 * b + v]);
           }
         continue;
       }
@@ -1288,12 +1546,13 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   for (int g = 0; g < G; ++g) {
     float32x4_t tail[R][2];
     for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
-    for (int b = 0; b < nb && F != Fmt::Q6_K; ++b) {  // (q6_k has no offset term: its tail stays 0, as x86's)
-      float32x4_t dw[2], coef[2];
-      block_scales<F>(wd, wm, b, g, G, dw, coef);
-      for (int r = 0; r < R; ++r)
-        for (int h = 0; h < 2; ++h) tail[r][h] = vfmaq_n_f32(tail[r][h], coef[h], x[r].s[b]);
-    }
+    if constexpr (!halves16<F>())  // (q6_k and q3_k have no offset term: their tail stays 0, as x86's)
+      for (int b = 0; b < nb; ++b) {
+        float32x4_t dw[2], coef[2];
+        block_scales<F>(wd, wm, b, g, G, dw, coef);
+        for (int r = 0; r < R; ++r)
+          for (int h = 0; h < 2; ++h) tail[r][h] = vfmaq_n_f32(tail[r][h], coef[h], x[r].s[b]);
+      }
     for (int r = 0; r < R; ++r)
       for (int h = 0; h < 2; ++h) vst1q_f32(out + r * out_stride + g * GROUP + 4 * h, vaddq_f32(acc[r][g][h], tail[r][h]));
   }
@@ -1517,11 +1776,12 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
   const int64_t O = n_chunks * K * GROUP;
   const int nb = (int)(I / QK);
   thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> d, s;
+  thread_local std::vector<float> d, s, s16;
   thread_local std::vector<int32_t> n, n16;
   thread_local std::vector<QRow> rows;
   q.resize(C * I), d.resize(C * nb), s.resize(C * nb), n.resize(C * nb), rows.resize(C);
-  if (F == Fmt::Q6_K) n16.resize(C * 2 * nb);
+  if (halves16<F>()) n16.resize(C * 2 * nb);
+  if (F == Fmt::Q2_K) s16.resize(C * 2 * nb);
   const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
   thread_local std::vector<float> xn;
   if (norm) xn.resize(I);
@@ -1532,14 +1792,16 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
       xc = xn.data();
     }
     quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
-    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr};
-    if constexpr (F == Fmt::Q6_K) {
+    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr, nullptr};
+    if constexpr (halves16<F>()) {
       for (int h = 0; h < 2 * nb; ++h) {
         int32_t t = 0;
         for (int j = 0; j < QK / 2; ++j) t += q[c * I + h * (QK / 2) + j];
         n16[c * 2 * nb + h] = t;
+        if constexpr (F == Fmt::Q2_K) s16[c * 2 * nb + h] = d[c * nb + h / 2] * (float)t;
       }
       rows[c].n16 = &n16[c * 2 * nb];
+      if constexpr (F == Fmt::Q2_K) rows[c].s16 = &s16[c * 2 * nb];
     }
   }
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_d = d_per_chunk<F>(nb, K), chunk_m = m_per_chunk<F>(nb, K);
@@ -2388,6 +2650,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_1, qmatmul<Fmt::Q5_1>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ5_K, qmatmul<Fmt::Q5_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_NL, qmatmul<Fmt::IQ4_NL>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_XS, qmatmul<Fmt::IQ4_XS>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ3_K, qmatmul<Fmt::Q3_K>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ2_K, qmatmul<Fmt::Q2_K>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -2417,7 +2681,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 // C++ build (tile_scalar for all) keeps to the four it has always listed.
 extern "C" const char* pinwheel_kernel_formats() {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
-  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs";
+  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs q3_k q2_k";
 #else
   return "q8_0 q4_0 q4_1 q4_k";
 #endif

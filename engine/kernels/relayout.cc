@@ -27,7 +27,7 @@ namespace relay {
 
 constexpr int GROUP = 8, QK = 32, BLOCKS_K = 8;  // rows a group; values a block; blocks a super-block
 
-enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS };
+enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K };
 
 // One format: engine/quant.py's name, the GGUF block it is stored in (bytes, values), and one
 // group's bytes of q per block of 32 and of d and m per scale unit.
@@ -43,6 +43,7 @@ constexpr Spec SPECS[] = {
     {"q6_k", Src::Q6_K, 210, 256, 192, 16, 128},    {"q5_0", Src::Q5_0, 22, 32, 160, 16, 0},
     {"q5_1", Src::Q5_1, 24, 32, 160, 16, 16},       {"q5_k", Src::Q5_K, 176, 256, 160, 32, 96},
     {"iq4_nl", Src::IQ4_NL, 18, 32, 128, 16, 0},    {"iq4_xs", Src::IQ4_XS, 136, 256, 128, 16, 48},
+    {"q3_k", Src::Q3_K, 110, 256, 96, 16, 96},      {"q2_k", Src::Q2_K, 84, 256, 64, 32, 128},
 };
 
 inline uint32_t load32(const uint8_t* p) {
@@ -108,11 +109,12 @@ inline void put_fifth_bits_word(uint8_t* qo, int r, uint32_t qh) {
   store32(qo + 128 + 4 * r, lanes);
 }
 // Q5_K keeps them as bit `bit` of byte i (value i) of 32 bytes, read here as 4 words of both
-// halves (values 4k + j and 16 + 4k + j in the low and high 32 bits of w[k]).
-inline void put_fifth_bits_bytes(uint8_t* qo, int r, const uint64_t* w, int bit) {
+// halves (values 4k + j and 16 + 4k + j in the low and high 32 bits of w[k]); (Q3_K's high bits
+// alike, into the step at byte `at`).
+inline void put_fifth_bits_bytes(uint8_t* qo, int r, const uint64_t* w, int bit, int at = 128) {
   uint64_t lanes = 0;
   for (int k = 0; k < 4; ++k) lanes |= ((w[k] >> bit) & (LOW_BITS | (uint64_t)LOW_BITS << 32)) << k;
-  store32(qo + 128 + 4 * r, (uint32_t)lanes | (uint32_t)(lanes >> 32) << 4);
+  store32(qo + at + 4 * r, (uint32_t)lanes | (uint32_t)(lanes >> 32) << 4);
 }
 // A Q5_K or Q6_K row's 32 bytes of high bits of 32 values as put_fifth_bits_bytes and group_6k read them.
 inline void halves(const uint8_t* qh, uint64_t* w) {
@@ -252,6 +254,70 @@ int64_t group_xs(const Spec& s, const Group& o, int64_t nu, const uint8_t* const
   return bad;
 }
 
+// 2-bit values c of 32 bytes (value l at bits 2 c of byte l, read as halves() words) as two 32-byte
+// steps at qo: lane (r, j) of step h holds values 16 h + 4 k + j at bits 2 k (Q3_K's and Q2_K's qs).
+inline void put_crumbs(uint8_t* qo, int r, const uint64_t* w, int c) {
+  uint64_t lanes = 0;
+  for (int k = 0; k < 4; ++k) lanes |= ((w[k] >> (2 * c)) & (LOW_2BITS | (uint64_t)LOW_2BITS << 32)) << (2 * k);
+  store32(qo + 4 * r, (uint32_t)lanes);
+  store32(qo + 32 + 4 * r, (uint32_t)(lanes >> 32));
+}
+
+// q3_k and q2_k: per block of 32 (block c = 4 n + j of a super-block: bits 2 j of qs's 32 bytes
+// n) the low 2 bits as two steps (put_crumbs), q3_k's high bit (bit c of hmask's 32 bytes) in a
+// third as q5's 5th bit. Per super-block: q3_k, the 8 rows' d and their 16 6-bit scales as
+// qmatmul.cc reads them (96 bytes: scale i's low 4 bits of rows r and r + 4 in byte 4 i + r,
+// low and high nibble; its high 2 bits at bits 2 r of the 16-bit word at 64 + 2 i), unpacked
+// from the file's 12 bytes as llama.cpp's dequantize_row_q3_K does; q2_k, the rows' d then
+// dmin, and their 16 scale bytes as [scale][row].
+template <bool three>
+int64_t group_lowk(const Spec& s, const Group& o, int64_t nu, const uint8_t* const* row) {
+  constexpr int qs = three ? 32 : 16;
+  int64_t bad = 0;
+  for (int64_t u = 0; u < nu; ++u) {
+    uint8_t *dd = o.d + u * o.d_step, *mm = o.m + u * o.m_step;
+    uint8_t lo[64] = {};
+    uint16_t hi[16] = {};
+    for (int r = 0; r < GROUP; ++r) {
+      const uint8_t* p = row[r] + u * s.src_bytes;
+      if constexpr (three) {
+        const uint16_t d = load16(p + 108);
+        bad += !finite_half(d);
+        store16(dd + 2 * r, d);
+        const uint8_t* sc = p + 96;
+        for (int i = 0; i < 16; ++i) {
+          const int ls = ((sc[i % 8] >> (4 * (i / 8))) & 15) | ((sc[8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
+          lo[4 * i + (r & 3)] |= (uint8_t)((ls & 15) << (4 * (r >> 2)));
+          hi[i] |= (uint16_t)((ls >> 4) << (2 * r));
+        }
+      } else {
+        const uint16_t d = load16(p + 80), dmin = load16(p + 82);
+        bad += !finite_half(d) + !finite_half(dmin);
+        store16(dd + 2 * r, d);
+        store16(dd + 2 * (GROUP + r), dmin);
+        for (int i = 0; i < 16; ++i) mm[i * GROUP + r] = p[i];
+      }
+      uint64_t hm[4];
+      if constexpr (three) halves(p, hm);
+      for (int n = 0; n < 2; ++n) {
+        uint64_t q[4];
+        halves(p + qs + 32 * n, q);
+        for (int j = 0; j < 4; ++j) {
+          const int c = 4 * n + j;
+          uint8_t* qo = o.q + (u * BLOCKS_K + c) * o.q_step;
+          put_crumbs(qo, r, q, j);
+          if constexpr (three) put_fifth_bits_bytes(qo, r, hm, c, 64);
+        }
+      }
+    }
+    if constexpr (three) {
+      std::memcpy(mm, lo, 64);
+      for (int i = 0; i < 16; ++i) store16(mm + 64 + 2 * i, hi[i]);
+    }
+  }
+  return bad;
+}
+
 int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const uint8_t* const* row) {
   switch (s.src) {
     case Src::Q8_0:
@@ -274,6 +340,10 @@ int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const
       return group_6k(s, o, nu, row);
     case Src::IQ4_XS:
       return group_xs(s, o, nu, row);
+    case Src::Q3_K:
+      return group_lowk<true>(s, o, nu, row);
+    case Src::Q2_K:
+      return group_lowk<false>(s, o, nu, row);
   }
   return 0;
 }

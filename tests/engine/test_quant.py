@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs") else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs", "q3_k", "q2_k") else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -32,6 +32,14 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 64, (out, inp), dtype=np.uint8)
         d = (rng.random((out, inp // 256)) * 0.0005).astype(np.float16)
         return q, d, rng.integers(-127, 128, (out, inp // 256, 16), dtype=np.int8)
+    if fmt == "q3_k":  # values 0..7; d per super-block; a 6-bit ls per 16
+        q = rng.integers(0, 8, (out, inp), dtype=np.uint8)
+        d = (rng.random((out, inp // 256)) * 0.002).astype(np.float16)
+        return q, d, rng.integers(0, 64, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt == "q2_k":  # values 0..3; d and dmin per super-block; a byte sc | mn << 4 per 16
+        q = rng.integers(0, 4, (out, inp), dtype=np.uint8)
+        d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
+        return q, d, rng.integers(0, 256, (out, inp // 256, 16), dtype=np.uint8)
     if fmt == "q8_0":
         q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
     else:
@@ -46,6 +54,15 @@ def _dense(fmt, q, d, m):
     if fmt == "q6_k":  # each 16 values: d * scale * (q - 32)
         s = (d.astype(np.float32)[..., None] * m).reshape(d.shape[0], -1)
         return ((q.astype(np.float32) - 32).reshape(d.shape[0], -1, 16) * s[..., None]).reshape(d.shape[0], -1)
+    if fmt == "q3_k":  # each 16 values: d * (ls - 32) * (q - 4)
+        s = (d.astype(np.float32)[..., None] * (m.astype(np.float32) - 32)).reshape(d.shape[0], -1)
+        return ((q.astype(np.float32) - 4).reshape(d.shape[0], -1, 16) * s[..., None]).reshape(d.shape[0], -1)
+    if fmt == "q2_k":  # each 16 values: d * sc * q - dmin * mn
+        dd = d.astype(np.float32)
+        dw = (dd[..., :1] * (m & 15).astype(np.float32)).reshape(d.shape[0], -1)
+        cf = (dd[..., 1:] * -(m >> 4).astype(np.float32)).reshape(d.shape[0], -1)
+        v = q.astype(np.float32).reshape(d.shape[0], -1, 16)
+        return (v * dw[..., None] + cf[..., None]).reshape(d.shape[0], -1)
     if fmt in quant.IQ4:  # llama.cpp's 16 values, looked up by index, times the block's scale
         out = q.shape[0]
         if fmt == "iq4_xs":
@@ -132,7 +149,8 @@ def test_q4_k_is_held_as_stored():
 
 @pytest.mark.parametrize("ftype, type_name, fmt", [("Q6_K", "Q6_K", "q6_k"), ("Q5_K_M", "Q5_K", "q5_k"),
                                                     ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1"),
-                                                    ("IQ4_NL", "IQ4_NL", "iq4_nl"), ("IQ4_XS", "IQ4_XS", "iq4_xs")])
+                                                    ("IQ4_NL", "IQ4_NL", "iq4_nl"), ("IQ4_XS", "IQ4_XS", "iq4_xs"),
+                                                    ("Q3_K_M", "Q3_K", "q3_k"), ("Q2_K", "Q2_K", "q2_k")])
 def test_type_is_held_as_stored(ftype, type_name, fmt):
     """Blocks made by llama.cpp's quantizer, read in their own format, decode to gguf's own
     dequantization exactly through the kernel's layout, in the file's bytes; and where the
@@ -181,6 +199,8 @@ def test_group_format_keeps_four_bit_only_when_every_member_is():
     assert quant.group_format(["Q4_0", "Q4_0"]) == "q4_0"
     assert quant.group_format(["Q4_0", "Q4_1", "Q4_K"]) == "q4_1"
     assert quant.group_format(["Q4_K", "Q6_K"]) == "q8_0"
+    assert quant.group_format(["Q3_K", "Q3_K"]) == "q3_k" and quant.group_format(["Q2_K"]) == "q2_k"
+    assert quant.group_format(["Q3_K"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: no form per 16 values)
     assert quant.group_format(["F32"]) == "q8_0"
 
 

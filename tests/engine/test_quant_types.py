@@ -1,8 +1,8 @@
 """Every quantization type Pinwheel reads, in a file made by llama.cpp's own quantizer
 (llama_cpp.llama_model_quantize, the same code as llama-quantize) from one F16 random-weight
 file: it loads, is held as predicted, and agrees with llama.cpp on the same file (f32 KV on both
-sides). Types without a kernel of their own yet (all but Q8_0/Q4_0/Q4_1/Q4_K) are re-quantized
-to Q8_0 at load; this is the check their own kernels will have to pass too."""
+sides). Types without a kernel of their own yet (IQ3_S) are re-quantized to Q8_0 at load; this is
+the check their own kernels will have to pass too."""
 from __future__ import annotations
 
 import ctypes
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from engine import load_model
-from engine.gguf_loader import SUPPORTED_TYPES, params_nbytes, read_gguf, weight_bytes
+from engine import kernels
+from engine.gguf_loader import SUPPORTED_TYPES, check_model_file, params_nbytes, read_gguf, weight_bytes
 from tests.fixtures.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.llamacpp
@@ -59,3 +60,19 @@ def test_type_loads_and_agrees_with_llama_cpp(f16_file, tmp_path, ftype):
     assert r["mean_abs_dlogp"] < MAX_MEAN_ABS_DLOGP, r["mean_abs_dlogp"]
     assert r["top1_agree"] >= MIN_TOP1, r["top1_agree"]
     assert np.isfinite(r["max_abs_dlogp"])
+
+
+@pytest.mark.parametrize("ftype", ["Q3_K_S", "Q3_K_M", "Q3_K_L", "Q2_K"])
+def test_low_bit_k_quants_are_held_as_stored(f16_file, tmp_path, ftype):
+    """A Q3_K or Q2_K file takes no more memory than its tensors do on disk (within 2%: the F32
+    norms, which the file's count leaves out): every tensor is held in its own format where the
+    kernel multiplies it, not re-quantized to q8_0 (2.5-3.2x these types' bytes)."""
+    if not {"q3_k", "q2_k", "q4_k", "q5_k", "q6_k"} <= set(kernels.formats() or ()):
+        pytest.skip(f"this kernel build does not multiply the K-quants at speed: {kernels.status()}")
+    path = quantize(f16_file, tmp_path / f"{ftype}.gguf", ftype)
+    tensors = read_gguf(path).tensors
+    types = {t.name: t.tensor_type.name for t in tensors}
+    assert FTYPES[ftype] in types.values(), types
+    file_bytes = sum(int(t.n_bytes) for t in tensors if t.tensor_type.name != "F32")
+    held = weight_bytes(check_model_file(path), types.get)
+    assert held <= 1.02 * file_bytes, (ftype, held / file_bytes)

@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -65,7 +65,7 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 const char* fmt_name(Fmt f) {
   return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
          : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : f == Fmt::Q5_K ? "q5_k"
-         : f == Fmt::IQ4_NL ? "iq4_nl" : "iq4_xs";
+         : f == Fmt::IQ4_NL ? "iq4_nl" : f == Fmt::IQ4_XS ? "iq4_xs" : f == Fmt::Q3_K ? "q3_k" : "q2_k";
 }
 
 struct Weight {
@@ -75,7 +75,8 @@ struct Weight {
   std::vector<int> u;         // [G * 8][inp]: the unsigned value the product takes
   std::vector<int> nib;       // iq4: [G * 8][inp] the stored 4-bit index (u = IQ4_U[nib])
   std::vector<double> dw, coef;  // [G * 8][nb]: the scale and the offset term's coefficient
-  std::vector<double> dw16;      // q6_k: [G * 8][2 nb], each 16 values' d * scale (w = dw16 (u - 32))
+  std::vector<double> dw16;      // q6_k, q3_k, q2_k: [G * 8][2 nb], each 16 values' d * scale (w = dw16 (u - off))
+  std::vector<double> cf16;      // q2_k: [G * 8][2 nb], each 16 values' -dmin * min (w = dw16 u + cf16)
   std::vector<uint8_t> q;        // the kernel's layout (engine/quant.py's pack)
   std::vector<uint16_t> d, m;
   std::vector<uint8_t> gguf;     // [out][row_bytes]: the same weight as a GGUF file stores it
@@ -85,9 +86,14 @@ struct Weight {
 // GGUF's block of each format: bytes, and whether it spans a super-block of 256 values.
 int gguf_block_bytes(Fmt f) {
   return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
-         : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : 136;
+         : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : f == Fmt::Q3_K ? 110
+         : f == Fmt::Q2_K ? 84 : 136;
 }
-bool gguf_super(Fmt f) { return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS; }
+bool gguf_super(Fmt f) {
+  return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS || f == Fmt::Q3_K || f == Fmt::Q2_K;
+}
+int half_off(Fmt f) { return f == Fmt::Q6_K ? 32 : f == Fmt::Q3_K ? 4 : 0; }  // (q - off) per 16 values
+bool per16(Fmt f) { return f == Fmt::Q6_K || f == Fmt::Q3_K || f == Fmt::Q2_K; }
 void put_half(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 // 32 4-bit values as GGUF's 16 bytes: byte t holds value t low, value t + 16 high.
 void put_nibbles16(uint8_t* p, const int* v) {
@@ -96,6 +102,7 @@ void put_nibbles16(uint8_t* p, const int* v) {
 
 int block_bytes_of(Fmt f) {
   return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>()
+         : f == Fmt::Q3_K ? block_bytes<Fmt::Q3_K>() : f == Fmt::Q2_K ? block_bytes<Fmt::Q2_K>()
          : f == Fmt::Q5_0 || f == Fmt::Q5_1 || f == Fmt::Q5_K ? block_bytes<Fmt::Q5_0>() : block_bytes<Fmt::Q4_0>();
 }
 
@@ -122,7 +129,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   std::vector<uint16_t> xd4((size_t)rows * nsb, 0);  // iq4_xs: per row and super-block d, per block a 6-bit ls
   std::vector<int> xls((size_t)rows * nb, 0);
   w.nib.assign((size_t)rows * inp, 0);
-  w.dw16.assign((size_t)rows * 2 * nb, 0.0);
+  w.dw16.assign((size_t)rows * 2 * nb, 0.0), w.cf16.assign((size_t)rows * 2 * nb, 0.0);
+  // q3_k: per row and super-block d, per 16 a 6-bit ls; q2_k: d and dmin, per 16 a 4-bit sc and mn
+  std::vector<uint16_t> kd3((size_t)rows * nsb * 2, 0);
+  std::vector<int> ls3((size_t)rows * 2 * nb, 0), sm2((size_t)rows * 2 * nb, 0);
+  std::uniform_int_distribution<int> q3(0, 7), q2(0, 3);
   for (int o = 0; o < out; ++o)
     for (int b = 0; b < nb; ++b) {
       dh[(size_t)o * nb + b] = d2h(unit(rng) * 0.02);
@@ -144,6 +155,20 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           w.dw16[(size_t)o * 2 * nb + 2 * b + h] = h2d(qd6[(size_t)o * nsb + b / BLOCKS_K]) * sc;
         }
       }
+      if (fmt == Fmt::Q3_K || fmt == Fmt::Q2_K) {
+        uint16_t* sd = &kd3[((size_t)o * nsb + b / BLOCKS_K) * 2];
+        if (b % BLOCKS_K == 0) sd[0] = d2h(unit(rng) * 0.002), sd[1] = d2h(unit(rng) * 0.002);
+        for (int h = 0; h < 2; ++h) {
+          const size_t i = (size_t)o * 2 * nb + 2 * b + h;
+          if (fmt == Fmt::Q3_K) {
+            ls3[i] = six(rng);
+            w.dw16[i] = h2d(sd[0]) * (ls3[i] - 32);
+          } else {
+            sm2[i] = q4(rng) | q4(rng) << 4;
+            w.dw16[i] = h2d(sd[0]) * (sm2[i] & 15), w.cf16[i] = -h2d(sd[1]) * (sm2[i] >> 4);
+          }
+        }
+      }
       if (fmt == Fmt::IQ4_NL) w.coef[(size_t)o * nb + b] = -128.0 * d;
       if (fmt == Fmt::IQ4_XS) {
         if (b % BLOCKS_K == 0) xd4[(size_t)o * nsb + b / BLOCKS_K] = d2h(unit(rng) * 0.001);
@@ -163,6 +188,11 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
           const int n = six(rng);
           w.u[(size_t)o * inp + i] = n;
           v = (n - 32) * w.dw16[(size_t)o * 2 * nb + 2 * b + j / 16];
+        } else if (fmt == Fmt::Q3_K || fmt == Fmt::Q2_K) {
+          const int n = fmt == Fmt::Q3_K ? q3(rng) : q2(rng);
+          const size_t h = (size_t)o * 2 * nb + 2 * b + j / 16;
+          w.u[(size_t)o * inp + i] = n;
+          v = (n - half_off(fmt)) * w.dw16[h] + w.cf16[h];
         } else if (fmt == Fmt::IQ4_NL || fmt == Fmt::IQ4_XS) {
           const int idx = q4(rng);
           w.nib[(size_t)o * inp + i] = idx;
@@ -196,6 +226,14 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         if (fmt == Fmt::Q8_0) {
           for (int k = 0; k < 8; ++k)
             for (int j = 0; j < 4; ++j) dst[32 * k + 4 * row + j] = (uint8_t)uo[4 * k + j];
+        } else if (fmt == Fmt::Q3_K || fmt == Fmt::Q2_K) {  // value 16h + 4k + j: bits 2k of byte 32h + 4 row + j
+          for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 4; ++k)
+              for (int j = 0; j < 4; ++j) {
+                const int v = uo[16 * h + 4 * k + j];
+                dst[32 * h + 4 * row + j] |= (uint8_t)((v & 3) << (2 * k));
+                if (fmt == Fmt::Q3_K) dst[64 + 4 * row + j] |= (uint8_t)((v >> 2) << (4 * h + k));  // the 3rd bit
+              }
         } else {  // byte t of a GGUF block: value t low, value t + 16 high; step k holds bytes 4k..4k+3
           for (int k = 0; k < 4; ++k)
             for (int j = 0; j < 4; ++j) {
@@ -232,6 +270,30 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         h |= (uint16_t)((ls >> 4) << (2 * row));
         std::memcpy(&mb[at * 48 + 32 + 2 * j], &h, 2);
       }
+    });
+  }
+  if (fmt == Fmt::Q3_K) {  // per group and super-block: d [8 rows]; 96 bytes of 6-bit scales
+    w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
+    uint8_t* mb = (uint8_t*)w.m.data();
+    each_super_row([&](size_t at, int o, int sb, int row) {
+      w.d[at * 8 + row] = kd3[((size_t)o * nsb + sb) * 2];
+      for (int i = 0; i < 16; ++i) {
+        const int ls = ls3[(size_t)o * 2 * nb + 16 * sb + i];
+        mb[at * 96 + 4 * i + (row & 3)] |= (uint8_t)((ls & 15) << (4 * (row >> 2)));
+        uint16_t h;
+        std::memcpy(&h, &mb[at * 96 + 64 + 2 * i], 2);
+        h |= (uint16_t)((ls >> 4) << (2 * row));
+        std::memcpy(&mb[at * 96 + 64 + 2 * i], &h, 2);
+      }
+    });
+  }
+  if (fmt == Fmt::Q2_K) {  // per group and super-block: d [8 rows], dmin [8 rows]; scale bytes [16][8 rows]
+    w.d.assign((size_t)w.G * nsb * 16, 0), w.m.assign((size_t)w.G * nsb * 64, 0);
+    uint8_t* mb = (uint8_t*)w.m.data();
+    each_super_row([&](size_t at, int o, int sb, int row) {
+      w.d[at * 16 + row] = kd3[((size_t)o * nsb + sb) * 2];
+      w.d[at * 16 + 8 + row] = kd3[((size_t)o * nsb + sb) * 2 + 1];
+      for (int i = 0; i < 16; ++i) mb[at * 128 + 8 * i + row] = (uint8_t)sm2[(size_t)o * 2 * nb + 16 * sb + i];
     });
   }
   if (fmt == Fmt::Q6_K) {  // per group and super-block: d [8 rows]; scales [block][half][8 rows]
@@ -311,6 +373,24 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
         }
         for (int i = 0; i < 16; ++i) p[192 + i] = (uint8_t)qsc6[(size_t)o * 2 * nb + 2 * sb * BLOCKS_K + i];
         put_half(p + 208, qd6[(size_t)o * nsb + sb]);
+      } else if (fmt == Fmt::Q3_K || fmt == Fmt::Q2_K) {  // value 128 n + 32 c + l: bits 2c of qs[32 n + l]
+        const int qs = fmt == Fmt::Q3_K ? 32 : 16;
+        for (int i = 0; i < QK_K; ++i) {
+          const int n = i / 128, c = i % 128 / 32, l = i % 32;
+          p[qs + 32 * n + l] |= (uint8_t)((v[i] & 3) << (2 * c));
+          if (fmt == Fmt::Q3_K) p[l] |= (uint8_t)((v[i] >> 2) << (4 * n + c));  // hmask: bit 4n + c of byte l
+        }
+        const size_t s0 = (size_t)o * 2 * nb + 16 * sb;
+        if (fmt == Fmt::Q3_K) {  // scales: 12 bytes (llama.cpp's dequantize_row_q3_K unpacks them), d
+          for (int i = 0; i < 16; ++i) {
+            p[96 + i % 8] |= (uint8_t)((ls3[s0 + i] & 15) << (4 * (i / 8)));
+            p[104 + i % 4] |= (uint8_t)((ls3[s0 + i] >> 4) << (2 * (i / 4)));
+          }
+          put_half(p + 108, kd3[((size_t)o * nsb + sb) * 2]);
+        } else {  // scales (sc | mn << 4), qs, d, dmin
+          for (int i = 0; i < 16; ++i) p[i] = (uint8_t)sm2[s0 + i];
+          put_half(p + 80, kd3[((size_t)o * nsb + sb) * 2]), put_half(p + 82, kd3[((size_t)o * nsb + sb) * 2 + 1]);
+        }
       } else {  // IQ4_XS: d, the scales' high 2 bits (u16), their low 4 bits (4 bytes), qs
         put_half(p, xd4[(size_t)o * nsb + sb]);
         uint16_t hi = 0;
@@ -339,6 +419,8 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q5_K: qmatmul_rows<Fmt::Q5_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::IQ4_NL: qmatmul_rows<Fmt::IQ4_NL>(threads, x, C, w.inp, w.q.data(), w.d.data(), m, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::IQ4_XS: qmatmul_rows<Fmt::IQ4_XS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q3_K: qmatmul_rows<Fmt::Q3_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::Q2_K: qmatmul_rows<Fmt::Q2_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
@@ -349,9 +431,9 @@ void check_products(std::mt19937& rng) {
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
   for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
-                  Fmt::IQ4_XS})
+                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K})
     for (const auto& sh : shapes) {
-      const bool supers = fmt == Fmt::Q4_K || fmt == Fmt::Q6_K || fmt == Fmt::Q5_K || fmt == Fmt::IQ4_XS;
+      const bool supers = gguf_super(fmt);
       if (supers && sh[1] % QK_K) continue;  // (whole super-blocks only)
       const Weight w = make_weight(rng, fmt, sh[0], sh[1]);
       const int O = w.G * GROUP, I = w.inp, nb = w.nb;
@@ -368,18 +450,19 @@ void check_products(std::mt19937& rng) {
           double r = 0, qr = 0, mag = 0;
           if (o < w.out)
             for (int i = 0; i < I; ++i) r += (double)x[(size_t)c * I + i] * w.dense[(size_t)o * I + i];
-          for (int b = 0; b < nb && w.fmt == Fmt::Q6_K; ++b)
-            for (int h = 0; h < 2; ++h) {  // d scale (sum(u x) - 32 sum(x)) per 16 values
+          for (int b = 0; b < nb && per16(w.fmt); ++b)
+            for (int h = 0; h < 2; ++h) {  // d scale (sum(u x) - off sum(x)) (+ q2_k's -dmin min sum(x)) per 16 values
               long sum = 0, asum = 0, n = 0;
               for (int j = 16 * h; j < 16 * h + 16; ++j) {
                 const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
                 sum += p, asum += std::labs(p), n += xq[b * QK + j];
               }
-              const double dd = w.dw16[(size_t)o * 2 * nb + 2 * b + h] * xd[b];
-              qr += dd * (double)(sum - 32 * n);
-              mag += std::fabs(dd) * (double)(asum + 32 * std::labs(n));
+              const size_t i16 = (size_t)o * 2 * nb + 2 * b + h;
+              const double dd = w.dw16[i16] * xd[b], off = half_off(w.fmt);
+              qr += dd * (double)(sum - off * n) + w.cf16[i16] * xd[b] * (double)n;
+              mag += std::fabs(dd) * (double)(asum + off * std::labs(n)) + std::fabs(w.cf16[i16] * xd[b] * (double)n);
             }
-          for (int b = 0; b < nb && w.fmt != Fmt::Q6_K; ++b) {
+          for (int b = 0; b < nb && !per16(w.fmt); ++b) {
             long sum = 0, asum = 0;
             for (int j = 0; j < QK; ++j) {
               const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
@@ -463,7 +546,7 @@ bool relaid_matches(const Weight& w, int threads, int split) {
 
 void check_relayout(std::mt19937& rng) {
   const Fmt fmts[] = {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K,
-                      Fmt::IQ4_NL, Fmt::IQ4_XS};
+                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K};
   const int shapes[][2] = {{8, 256}, {13, 512}, {40, 256}, {64, 512}, {200, 768}};  // chunks of 1, 2 (padded), 1, 4, 1
   for (Fmt f : fmts)
     for (const auto& sh : shapes) {
@@ -472,7 +555,7 @@ void check_relayout(std::mt19937& rng) {
       for (int threads : {1, 2}) check(relaid_matches(w, threads, w.out), what + " on " + std::to_string(threads) + " threads");
       check(relaid_matches(w, 2, w.out / 16 * 8), what + " in two parts");
       Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted
-      put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : 0], 0x7e00);
+      put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : f == Fmt::Q3_K ? 108 : f == Fmt::Q2_K ? 80 : 0], 0x7e00);
       std::vector<uint8_t> q(w.q.size()), d(w.d.size() * 2), m(w.m.size() * 2);
       check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q.data(), d.data(),
                               m.data(), w.G, 0, 1) == 1, what + ": a NaN scale");
@@ -493,7 +576,7 @@ void check_relayout(std::mt19937& rng) {
               what + ": rows in a given order");
       }
     }
-  check(pinwheel_relayout("q3_k", nullptr, 8, 0, nullptr, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
+  check(pinwheel_relayout("iq2_xs", nullptr, 8, 0, nullptr, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
         "relayout: unknown format");
   const int64_t far[8] = {0, 1, 2, 3, 4, 5, 6, 8};
   check(pinwheel_relayout("q4_0", nullptr, 8, 144, far, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
@@ -748,7 +831,8 @@ int main(int argc, char** argv) {
   // then holds each as stored (a build that listed fewer re-quantized those files to q8_0).
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
   const std::string held = std::string(" ") + pinwheel_kernel_formats() + " ";
-  for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS})
+  for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS,
+                Fmt::Q3_K, Fmt::Q2_K})
     check(held.find(std::string(" ") + fmt_name(f) + " ") != std::string::npos,
           std::string("pinwheel_kernel_formats() lacks ") + fmt_name(f) + " on this vector build");
 #endif
