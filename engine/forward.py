@@ -550,11 +550,28 @@ def _head(params: Params, x: jax.Array, cfg: ModelConfig) -> jax.Array:
     return logits
 
 
+def _slots_after(x, batch: Batch, cfg: ModelConfig):
+    """The chunk's write slots, made to depend on the last layer's output x where the layers are
+    unrolled (Gemma 4). There the rows come from the layers that own a cache, but the KV-shared
+    layers after them still read it; nothing orders those reads before the write, so XLA kept a
+    copy of every cache buffer for them (two per step: ~7 ms of E4B's ~175 ms decode step,
+    bench.profile_step). An optimization barrier did not survive XLA:CPU's passes; a data
+    dependence does. The one XLA cannot fold away is x's finiteness: a step whose hidden states
+    are not finite (a broken file) writes nothing (slots past the ring are dropped)."""
+    local = None if batch.local is None else batch.local.write_slot
+    if not cfg.per_layer_weights:  # scanned layers: the write already follows the scan
+        return batch.write_slot, local
+    ok = jnp.all(jnp.isfinite(x))
+    past = jnp.int32(1 << 30)
+    return jnp.where(ok, batch.write_slot, past), None if local is None else jnp.where(ok, local, past)
+
+
 @partial(jax.jit, static_argnames=("cfg", "all_logits"), donate_argnames=("cache",))
 def step(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfig, all_logits: bool = False):
     """Run one chunk; returns (logits [C, V] or [1, V] for the last real row, new cache)."""
     x, rows = _layers(params, cache, batch, cfg)
-    cache = _write(cache, rows, batch.write_slot, None if batch.local is None else batch.local.write_slot, cfg)
+    slot, local_slot = _slots_after(x, batch, cfg)
+    cache = _write(cache, rows, slot, local_slot, cfg)
     if not all_logits:
         x = lax.dynamic_slice_in_dim(x, batch.last, 1)
     return _head(params, x, cfg), cache

@@ -342,3 +342,40 @@ def test_gemma4_traits_switched_off_move_agreement(family_files):
         model.config = dataclasses.replace(base, **change)
         r = q.compare_logits(ref, q.engine_logits(model, ids, "f32"), ids)
         assert r["mean_abs_dlogp"] > 0.2, (change, r["mean_abs_dlogp"])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decode_step_writes_the_cache_in_place(family_models, family, monkeypatch):
+    """The compiled decode step holds no copy of a cache buffer: the rows go into the donated
+    cache where it lies. Gemma 4's unrolled layers used to get two copies of every buffer per
+    step, because its KV-shared layers read the cache after the owning layers' rows were ready
+    and nothing ordered those reads before the write."""
+    from engine import forward
+    from engine.decoder import Decoder
+
+    model = family_models[family]
+    dec = Decoder(model, plan_memory(model.config, "int8"))
+    dec.feed(np.arange(3, 9, dtype=np.int32))
+    hlo_type = {"int8": "s8", "float32": "f32", "bfloat16": "bf16"}
+    shapes = {hlo_type[str(a.dtype)] + str(list(a.shape)).replace(" ", "") for a in cache_buffers(dec.cache)}
+    seen = {}
+    orig = forward.step
+
+    def spy(params, cache, batch, cfg, all_logits=False):
+        seen["hlo"] = orig.lower(params, cache, batch, cfg, all_logits).compile().as_text()
+        return orig(params, cache, batch, cfg, all_logits)
+
+    monkeypatch.setattr(forward, "step", spy)
+    dec.feed(np.array([5], np.int32))
+    copies = [ln.strip()[:120] for ln in seen["hlo"].splitlines()
+              if " copy(" in ln and any(f"= {s}" in ln for s in shapes)]
+    assert not copies, copies
+
+
+def cache_buffers(cache):
+    """The cache's K/V buffers and scales, and a hybrid's DeltaNet state. Not the conv state:
+    the hybrid's scan copies its few KB a period (its rows ride in the scan's carry)."""
+    import jax
+
+    conv = None if cache.state is None else id(cache.state.conv)
+    return [a for a in jax.tree_util.tree_leaves(cache) if a.ndim >= 2 and id(a) != conv]
