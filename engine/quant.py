@@ -24,7 +24,7 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   where the kernel has no tile for them, held as xla_q8 in the XLA path;
 - `q3_k`: llama.cpp's Q3_K as stored: w = d * (ls - 32) * (q - 4), q in 0..7 (its low 2 bits in
   two 32-byte steps a block, its high bit in a third), an f16 d per super-block of 256 and a
-  6-bit ls per 16 values (the file's 12 bytes re-packed as iq4_xs's, 16 scales; qmatmul.cc);
+  6-bit ls per 16 values (the file's 12 bytes re-packed 12 bits a row and block; qmatmul.cc);
 - `q2_k`: llama.cpp's Q2_K as stored: w = d * sc * q - dmin * mn, q in 0..3 (q3_k's low-bit
   steps), f16 d and dmin per super-block and the file's scale bytes, 4-bit sc and mn per 16.
   Like q6_k, both are held so only where the kernel multiplies them at speed (every vector
@@ -297,11 +297,10 @@ def _per16(s: jax.Array) -> jax.Array:
 def _k3_scales(d: jax.Array, m: jax.Array) -> jax.Array:
     """q3_k's d [..., nsb, 8] f16 and 6-bit scales [..., nsb, 96] -> each 16 values' d (ls - 32),
     f32 [..., 8 rows, nb, 32] (repeated over its 16 values)."""
-    lo = m[..., :64].reshape(*m.shape[:-1], 16, 1, 4)  # [nsb, scale, 1, row & 3]
-    lo = (lo >> jnp.array([0, 4], jnp.uint8).reshape(2, 1)) & 15  # [nsb, scale, row >> 2, row & 3]
-    hw = jax.lax.bitcast_convert_type(m[..., 64:].reshape(*m.shape[:-1], 16, 2), jnp.uint16)  # [nsb, scale]
-    hi = (hw[..., None] >> (2 * jnp.arange(GROUP, dtype=jnp.uint16))) & 3  # [nsb, scale, row]
-    ls = lo.reshape(*lo.shape[:-2], GROUP).astype(jnp.int32) | (hi.astype(jnp.int32) << 4)
+    b = m.reshape(*m.shape[:-1], 8, 4, 3).astype(jnp.int32)  # [nsb, block, row pair, 3 bytes]
+    v = b[..., 0] | b[..., 1] << 8 | b[..., 2] << 16  # rows 2p and 2p + 1: 12 bits each
+    v = jnp.stack([v & 0xFFF, v >> 12], axis=-1).reshape(*v.shape[:-1], GROUP)  # [nsb, block, row]
+    ls = jnp.stack([v & 63, v >> 6], axis=-2).reshape(*v.shape[:-2], 16, GROUP)  # [nsb, scale, row]
     return _per16(half.to_f32(d)[..., None, :] * (ls - 32).astype(jnp.float32))
 
 
@@ -838,9 +837,8 @@ def _interleave_lowk(u: np.ndarray, d: np.ndarray, m: np.ndarray, fmt: str):
     """interleave for q3_k and q2_k (rows of values u [out, in]): each block's low 2 bits in two
     32-byte steps ([half][8 rows][4]: value 16 half + 4k + j at bits 2k), q3_k's high bit in a
     third (q5's 5th-bit lanes); per group and super-block the 8 rows' d (q2_k: then dmin), and
-    their scales: q3_k's 6-bit ls packed as qmatmul.cc reads them (96 bytes: low 4 bits of rows r
-    and r + 4 in byte 4i + r, the high 2 bits at bits 2 row of a 16-bit word per scale), q2_k's
-    bytes as [scale][row]."""
+    their scales: q3_k's 6-bit ls packed as qmatmul.cc reads them (12 bytes a block: row r's 12
+    bits at bit 12r, its first half's ls in the low 6), q2_k's bytes as [scale][row]."""
     out, inp = u.shape
     pad = -out % GROUP
     if pad:
@@ -852,10 +850,11 @@ def _interleave_lowk(u: np.ndarray, d: np.ndarray, m: np.ndarray, fmt: str):
     if fmt == "q3_k":
         qi = np.concatenate([qi, _fifth_bits((u & 4) << 2)], axis=-1)  # (the high bit, as the 5th bit's lanes)
         di = d.reshape(G, GROUP, nsb).transpose(0, 2, 1)
-        s = m.reshape(G, GROUP, nsb, 16).transpose(0, 2, 3, 1).astype(np.uint16)  # [G, nsb, scale, row]
-        lo = ((s[..., :4] & 15) | (s[..., 4:] & 15) << 4).astype(np.uint8).reshape(G, nsb, 64)
-        hi = ((s >> 4) << (2 * np.arange(GROUP, dtype=np.uint16))).sum(-1, dtype=np.uint16)  # [G, nsb, scale]
-        return qi, di, np.concatenate([lo, hi.astype("<u2").view(np.uint8).reshape(G, nsb, 32)], axis=-1)
+        s = m.reshape(G, GROUP, nsb, 8, 2).transpose(0, 2, 3, 1, 4).astype(np.uint32)  # [G, nsb, block, row, half]
+        v = s[..., 0] | s[..., 1] << 6  # 12 bits a row
+        v = v[..., 0::2] | v[..., 1::2] << 12  # rows 2p, 2p + 1: 24 bits, bytes 3p..3p + 2
+        b = np.stack([v & 255, (v >> 8) & 255, v >> 16], axis=-1).astype(np.uint8)  # [G, nsb, block, 4, 3]
+        return qi, di, b.reshape(G, nsb, _K3_M)
     di = d.reshape(G, GROUP, nsb, 2).transpose(0, 2, 3, 1).reshape(G, nsb, _K_D)
     return qi, di, m.reshape(G, GROUP, nsb, 16).transpose(0, 2, 3, 1).reshape(G, nsb, _K2_M)
 

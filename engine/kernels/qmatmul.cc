@@ -261,9 +261,11 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // Per group and block it keeps 96 bytes: q's low 2 bits in two 32-byte steps laid as q6_k's high
 // bits (lane (row, j) of the first: values 4k + j at bits 2k; of the second: 16 + 4k + j), then
 // its high bit in one 32-byte step laid as q5's 5th bit (value 4k + j at bit k, 16 + 4k + j at
-// 4 + k). Per group and super-block: d, 8 f16; m, 96 bytes of the 16 scales, q3k_at (iq4_xs's
-// packing, 16 scales instead of 8). Each half of a block runs as q6_k's, with the (q - 4)
-// offset through the x values' sum over its 16. The file's 110 bytes a row and super-block.
+// 4 + k). Per group and super-block: d, 8 f16; m, 96 bytes of the 16 scales, 12 a block
+// (q3k_at). A block's two halves' integer sums, each with the (q - 4) offset through the x
+// values' sum over its 16, are combined exactly with their scales, sum((ls - 32) (sum(q x) -
+// 4 sum(x))) (one pmaddwd of 16-bit pairs on x86), then scaled once by d d_x. The file's 110
+// bytes a row and super-block.
 //
 // q2_k is Q2_K as stored, 2.63 bits a value: w = d * sc[i] * q - dmin * mn[i] with f16 d and
 // dmin per super-block, 4-bit sc and mn per 16 values and q in 0..3. Per group and block: q's 2
@@ -354,17 +356,17 @@ inline Q6KScales q6k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, in
   return {s.d, (const int8_t*)s.m + 16 * s.j};
 }
 
-// q3_k: the super-block's d (8 rows, f16) and its 96 scale bytes: byte 4i + (row & 3) holds
-// scale i's low 4 bits of row `row` (low nibble, rows 0-3) or row + 4 (high nibble), the 16-bit
-// word at byte 64 + 2i their high 2 bits at bits 2 row. Block j's halves are scales 2j, 2j + 1.
+// q3_k: the super-block's d (8 rows, f16) and its 96 scale bytes, 12 a block: block j's at byte
+// 12j hold 12 bits a row, row r's at bits 12r..12r+11 (little-endian), its first half's 6-bit
+// ls in the low 6 and its second half's in the high 6 (so one 16-byte shuffle gathers a row's
+// pair into its 32-bit lane, 8 rows at once).
 inline SuperScales q3k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, int G) {
   return super_at<GROUP, 96>(wd, wm, b, g, G);
 }
 [[maybe_unused]] inline int q3k_scale(const SuperScales& s, int half, int row) {  // ls - 32
-  const int i = 2 * s.j + half;
-  uint16_t h;
-  std::memcpy(&h, s.m + 64 + 2 * i, 2);
-  return (int)(((s.m[4 * i + (row & 3)] >> (4 * (row >> 2))) & 15) | ((h >> (2 * row)) & 3) << 4) - 32;
+  uint16_t v;
+  std::memcpy(&v, s.m + 12 * s.j + 3 * row / 2, 2);
+  return (int)((v >> (4 * (row & 1) + 6 * half)) & 63) - 32;
 }
 // q2_k: the super-block's d (and dmin at + 8) and its 128 scale bytes, [scale][8 rows], each
 // sc | mn << 4 as the file has it (block j's halves: bytes 16j + row and 16j + 8 + row).
@@ -374,7 +376,7 @@ inline SuperScales q2k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, 
 
 // The scales of block b's two halves for one row of group g (the scalar tiles'): each half's
 // value is dw[h] * (u - half_offset) and, for q2_k, its min's term cf[h] * d_x sum(q_x). Every
-// product here is exact (an f16 times a 4- or 6-bit integer), as in the vector tiles.
+// product here is exact (an f16 times a 4- or 8-bit integer), as in the vector tiles.
 template <Fmt F>
 [[maybe_unused]] inline void row_half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int row,
                                              float* dw, float* cf) {
@@ -382,12 +384,8 @@ template <Fmt F>
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     const float d = half_to_float(s.d[row]);
     for (int h = 0; h < 2; ++h) dw[h] = d * (float)s.sc[GROUP * h + row], cf[h] = 0.f;
-  } else if constexpr (F == Fmt::Q3_K) {
-    const SuperScales s = q3k_at(wd, wm, b, g, G);
-    const float d = half_to_float(s.d[row]);
-    for (int h = 0; h < 2; ++h) dw[h] = d * (float)q3k_scale(s, h, row), cf[h] = 0.f;
   } else {
-    static_assert(F == Fmt::Q2_K, "row_half_scales: q6_k, q3_k and q2_k only");
+    static_assert(F == Fmt::Q2_K, "row_half_scales: q6_k and q2_k only (q3_k's combine as integers)");
     const SuperScales s = q2k_at(wd, wm, b, g, G);
     for (int h = 0; h < 2; ++h) {
       const int v = s.m[16 * s.j + GROUP * h + row];
@@ -502,7 +500,8 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
           const int8_t* xb = x[r].q + b * QK;
           if constexpr (halves16<F>()) {
             float dw[2], cf[2];
-            row_half_scales<F>(wd, wm, b, g, G, row, dw, cf);
+            if constexpr (F != Fmt::Q3_K) row_half_scales<F>(wd, wm, b, g, G, row, dw, cf);
+            int isum = 0;  // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact
             for (int h = 0; h < 2; ++h) {  // values 16 h .. 16 h + 15
               int sum = 0;
               for (int k = 0; k < 4; ++k)
@@ -518,8 +517,11 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
                   sum += u * xb[16 * h + 4 * k + j];
                 }
               sum -= half_offset<F>() * x[r].n16[2 * b + h];
-              acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
+              if constexpr (F == Fmt::Q3_K) isum += q3k_scale(q3k_at(wd, wm, b, g, G), h, row) * sum;
+              else acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
             }
+            if constexpr (F == Fmt::Q3_K)
+              acc = std::fma((float)isum, half_to_float(q3k_at(wd, wm, b, g, G).d[row]) * x[r].d[b], acc);
             if constexpr (F == Fmt::Q2_K)
               for (int h = 0; h < 2; ++h) tail = std::fma(cf[h], x[r].s16[2 * b + h], tail);
             continue;
@@ -605,22 +607,8 @@ PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g,
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
     dw[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s.sc))));
     dw[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
-  } else if constexpr (F == Fmt::Q3_K) {  // d (ls - 32), the 6-bit ls decoded 8 rows at once (iq4_xs's)
-    const SuperScales s = q3k_at(wd, wm, b, g, G);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
-    for (int h = 0; h < 2; ++h) {
-      uint32_t lo;
-      uint16_t hi;
-      std::memcpy(&lo, s.m + 4 * (2 * s.j + h), 4), std::memcpy(&hi, s.m + 64 + 2 * (2 * s.j + h), 2);
-      const __m256i l = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)lo), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)),
-                                         _mm256_set1_epi32(15));
-      const __m256i t = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(hi), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                                         _mm256_set1_epi32(3));
-      const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(l, _mm256_slli_epi32(t, 4)), _mm256_set1_epi32(32));
-      dw[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(ls));
-    }
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales: q6_k, q3_k and q2_k only");
+    static_assert(F == Fmt::Q2_K, "half_scales: q6_k and q2_k only");
     const SuperScales s = q2k_at(wd, wm, b, g, G);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
     const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + GROUP)));
@@ -630,6 +618,34 @@ PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g,
       cf[h] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srli_epi32(v, 4))));
     }
   }
+}
+
+// A q3_k block's 12 scale bytes as 8 rows' pairs of 16-bit lanes (ls - 32 of the first half,
+// then of the second), for pmaddwd against the halves' integer sums: a row's 12 bits are bytes
+// 3r/2 and 3r/2 + 1, shifted right by 4 for odd rows.
+PW_INLINE __m256i q3k_pairs(const uint8_t* p) {
+  uint64_t lo;
+  uint32_t hi;
+  std::memcpy(&lo, p, 8), std::memcpy(&hi, p + 8, 4);
+  const __m256i v = _mm256_broadcastsi128_si256(_mm_insert_epi32(_mm_cvtsi64_si128((long long)lo), (int)hi, 2));
+  const __m256i idx = _mm256_setr_epi8(0, 1, -1, -1, 1, 2, -1, -1, 3, 4, -1, -1, 4, 5, -1, -1,
+                                       6, 7, -1, -1, 7, 8, -1, -1, 9, 10, -1, -1, 10, 11, -1, -1);
+  const __m256i t = _mm256_srlv_epi32(_mm256_shuffle_epi8(v, idx), _mm256_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4));
+  const __m256i pair = _mm256_or_si256(_mm256_and_si256(t, _mm256_set1_epi32(0x3f)),
+                                       _mm256_and_si256(_mm256_slli_epi32(t, 10), _mm256_set1_epi32(0x3f0000)));
+  return _mm256_sub_epi16(pair, _mm256_set1_epi16(32));
+}
+// Two int32 as one lane's 16-bit pair (a, b) (each fits int16).
+inline int32_t pair16(int32_t a, int32_t b) { return (int32_t)(((uint32_t)a & 0xffffu) | (uint32_t)b << 16); }
+
+// (A & C) | B, bitwise: one vpternlogd where AVX-512VL has it (the AVX-512 build's q3_k unpacking,
+// 5 instructions a step -> 4), and + or on AVX2.
+PW_INLINE __m256i pw_ternlog_ec(__m256i a, __m256i b, __m256i c) {
+#if defined(__AVX512VL__)
+  return _mm256_ternarylogic_epi32(a, b, c, 0xec);
+#else
+  return _mm256_or_si256(_mm256_and_si256(a, c), b);
+#endif
 }
 
 // One chunk of G row groups (8 rows each) against R quantized x rows: R * G independent
@@ -651,13 +667,32 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
       __m256 dw = _mm256_setzero_ps(), coef = dw;
-      [[maybe_unused]] __m256 hdw[2], hcf[2];  // q6_k, q3_k, q2_k: the scales of the block's first and second 16 values
-      if constexpr (halves16<F>()) half_scales<F>(wd, wm, b, g, G, hdw, hcf);
-      else block_scales<F>(wd, wm, b, g, G, dw, coef);
+      [[maybe_unused]] __m256 hdw[2], hcf[2];  // q6_k, q2_k: the scales of the block's first and second 16 values
+      [[maybe_unused]] __m256i ls_pairs;       // q3_k: the rows' (ls - 32) pairs
+      if constexpr (F == Fmt::Q3_K) {
+        const SuperScales s = q3k_at(wd, wm, b, g, G);
+        ls_pairs = q3k_pairs(s.m + 12 * s.j);
+        dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));  // (d)
+      } else if constexpr (halves16<F>()) {
+        half_scales<F>(wd, wm, b, g, G, hdw, hcf);
+      } else {
+        block_scales<F>(wd, wm, b, g, G, dw, coef);
+      }
       __m256i w[8];
       if constexpr (F == Fmt::Q8_0) {
         for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
-      } else if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h
+      } else if constexpr (F == Fmt::Q3_K) {  // q2_k's steps below, with the 3rd bit (bit k of the last 32 bytes) at bit 2
+        const __m256i m3 = _mm256_set1_epi8(3), m04 = _mm256_set1_epi8(4);
+        const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 64));
+        const __m256i hs[8] = {_mm256_slli_epi16(hb, 2), _mm256_slli_epi16(hb, 1), hb, _mm256_srli_epi16(hb, 1),
+                               _mm256_srli_epi16(hb, 2), _mm256_srli_epi16(hb, 3), _mm256_srli_epi16(hb, 4), _mm256_srli_epi16(hb, 5)};
+        for (int h = 0; h < 2; ++h) {
+          const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * h));
+          const __m256i c[4] = {raw, _mm256_srli_epi16(raw, 2), _mm256_srli_epi16(raw, 4), _mm256_srli_epi16(raw, 6)};
+          for (int k = 0; k < 4; ++k)  // (c & 3) | (hs & 4): imm 0xec = (A & C) | B
+            w[4 * h + k] = pw_ternlog_ec(c[k], _mm256_and_si256(hs[4 * h + k], m04), m3);
+        }
+      } else if constexpr (F == Fmt::Q2_K) {  // step 4h + k: bits 2k of the 32 bytes h
         const __m256i m3 = _mm256_set1_epi8(3);
         for (int h = 0; h < 2; ++h) {
           const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * h));
@@ -665,17 +700,6 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
           w[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 2), m3);
           w[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m3);
           w[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), m3);
-        }
-        if constexpr (F == Fmt::Q3_K) {  // the 3rd bit of step k at bit k of the last 32 bytes: to bit 2
-          const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 64)), m04 = _mm256_set1_epi8(4);
-          w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m04));
-          w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(hb, 1), m04));
-          w[2] = _mm256_or_si256(w[2], _mm256_and_si256(hb, m04));
-          w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_srli_epi16(hb, 1), m04));
-          w[4] = _mm256_or_si256(w[4], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m04));
-          w[5] = _mm256_or_si256(w[5], _mm256_and_si256(_mm256_srli_epi16(hb, 3), m04));
-          w[6] = _mm256_or_si256(w[6], _mm256_and_si256(_mm256_srli_epi16(hb, 4), m04));
-          w[7] = _mm256_or_si256(w[7], _mm256_and_si256(_mm256_srli_epi16(hb, 5), m04));
         }
       } else {
         for (int k = 0; k < 4; ++k) {
@@ -710,7 +734,17 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         }
       }
       for (int r = 0; r < R; ++r) {
-        if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
+        if constexpr (F == Fmt::Q3_K) {  // sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact, in one pmaddwd
+          __m256i sh[2];
+          for (int h = 0; h < 2; ++h)
+            sh[h] = _mm256_add_epi32(dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]),
+                                     dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]));
+          const __m256i sp = _mm256_sub_epi16(_mm256_blend_epi16(sh[0], _mm256_slli_epi32(sh[1], 16), 0xaa),
+                                              _mm256_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
+          acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sp, ls_pairs)),
+                                      _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b])), acc[r][g]);
+          continue;
+        } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
           const __m256 dx = _mm256_set1_ps(x[r].d[b]);
           for (int h = 0; h < 2; ++h) {
             const __m256i s0 = dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]);
@@ -858,20 +892,8 @@ PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g
       std::memcpy(&sc, s.sc + GROUP * h + 4 * hr, 4);
       dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sc))));
     }
-  } else if constexpr (F == Fmt::Q3_K) {
-    const SuperScales s = q3k_at(wd, wm, b, g, G);
-    const __m128 d = half4(s.d + 4 * hr);
-    for (int h = 0; h < 2; ++h) {
-      const int i = 2 * s.j + h;
-      const __m128i lo = load4_u8(s.m + 4 * i);
-      uint16_t t;
-      std::memcpy(&t, s.m + 64 + 2 * i, 2);
-      const __m128i l = hr ? _mm_srli_epi32(lo, 4) : _mm_and_si128(lo, _mm_set1_epi32(15));
-      const __m128i ls = _mm_sub_epi32(_mm_or_si128(l, _mm_slli_epi32(two_bits(t, hr), 4)), _mm_set1_epi32(32));
-      dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(ls));
-    }
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales4: q6_k, q3_k and q2_k only");
+    static_assert(F == Fmt::Q2_K, "half_scales4: q6_k and q2_k only");
     const SuperScales s = q2k_at(wd, wm, b, g, G);
     const __m128 d = half4(s.d + 4 * hr), dmin = half4(s.d + GROUP + 4 * hr);
     for (int h = 0; h < 2; ++h) {
@@ -881,6 +903,21 @@ PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g
     }
   }
 }
+
+// q3k_pairs (the AVX2 tile's) for rows 4hr..4hr+3.
+PW_INLINE __m128i q3k_pairs4(const uint8_t* p, int hr) {
+  uint64_t lo;
+  uint32_t hi;
+  std::memcpy(&lo, p, 8), std::memcpy(&hi, p + 8, 4);
+  const __m128i v = _mm_insert_epi32(_mm_cvtsi64_si128((long long)lo), (int)hi, 2);
+  const __m128i idx = hr ? _mm_setr_epi8(6, 7, -1, -1, 7, 8, -1, -1, 9, 10, -1, -1, 10, 11, -1, -1)
+                         : _mm_setr_epi8(0, 1, -1, -1, 1, 2, -1, -1, 3, 4, -1, -1, 4, 5, -1, -1);
+  __m128i t = _mm_shuffle_epi8(v, idx);
+  t = _mm_blend_epi16(t, _mm_srli_epi32(t, 4), 0xcc);  // (odd rows: 4 bits further)
+  const __m128i pair = _mm_or_si128(_mm_and_si128(t, _mm_set1_epi32(0x3f)), _mm_and_si128(_mm_slli_epi32(t, 10), _mm_set1_epi32(0x3f0000)));
+  return _mm_sub_epi16(pair, _mm_set1_epi16(32));
+}
+inline int32_t pair16(int32_t a, int32_t b) { return (int32_t)(((uint32_t)a & 0xffffu) | (uint32_t)b << 16); }
 
 // Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k, q3_k, q2_k or iq4 as the 8 steps the products
 // take (w[k]: values 4k..4k+3 of each row): the AVX2 tile's unpacking, 128 bits wide (q5's 5th
@@ -973,14 +1010,35 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
         __m128i w[8];
         block_steps<F>(wb, hr, w);
         __m128 dw = _mm_setzero_ps(), cf = dw;
-        [[maybe_unused]] __m128 hdw[2], hcf[2];  // q6_k, q3_k, q2_k: the halves' scales
-        if constexpr (halves16<F>()) half_scales4<F>(wd, wm, b, g, G, hr, hdw, hcf);
-        else block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
+        [[maybe_unused]] __m128 hdw[2], hcf[2];  // q6_k, q2_k: the halves' scales
+        [[maybe_unused]] __m128i ls_pairs;       // q3_k: the rows' (ls - 32) pairs
+        if constexpr (F == Fmt::Q3_K) {
+          const SuperScales s = q3k_at(wd, wm, b, g, G);
+          ls_pairs = q3k_pairs4(s.m + 12 * s.j, hr);
+          dw = half4(s.d + 4 * hr);  // (d)
+        } else if constexpr (halves16<F>()) {
+          half_scales4<F>(wd, wm, b, g, G, hr, hdw, hcf);
+        } else {
+          block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
+        }
         [[maybe_unused]] const vd4 cfd = d4_from(cf);
         for (int r = 0; r < R; ++r) {
           const __m128 dx = _mm_set1_ps(x[r].d[b]);
           const __m128i* xr = xv[r];
-          if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
+          if constexpr (F == Fmt::Q3_K) {  // sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact
+            __m128i sh[2];
+            for (int v = 0; v < 2; ++v) {
+              const __m128i* wv = w + 4 * v;
+              const __m128i p0 = _mm_add_epi16(_mm_maddubs_epi16(wv[0], xr[4 * v]), _mm_maddubs_epi16(wv[1], xr[4 * v + 1]));
+              const __m128i p1 = _mm_add_epi16(_mm_maddubs_epi16(wv[2], xr[4 * v + 2]), _mm_maddubs_epi16(wv[3], xr[4 * v + 3]));
+              sh[v] = _mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones));
+            }
+            const __m128i sp = _mm_sub_epi16(_mm_blend_epi16(sh[0], _mm_slli_epi32(sh[1], 16), 0xaa),
+                                             _mm_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
+            const __m128i sum = _mm_madd_epi16(sp, ls_pairs);
+            const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
+            acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
+          } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
             for (int v = 0; v < 2; ++v) {
               const __m128i* wv = w + 4 * v;
               const __m128i p0 = _mm_add_epi16(_mm_maddubs_epi16(wv[0], xr[4 * v]), _mm_maddubs_epi16(wv[1], xr[4 * v + 1]));
@@ -1440,26 +1498,8 @@ PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g,
       dw[h][0] = vmulq_f32(d[0], vcvtq_f32_s32(vmovl_s16(vget_low_s16(sc))));
       dw[h][1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(sc)));
     }
-  } else if constexpr (F == Fmt::Q3_K) {  // d (ls - 32), the 6-bit ls decoded 4 rows at a time (iq4_xs's)
-    const SuperScales s = q3k_at(wd, wm, b, g, G);
-    float32x4_t d[2];
-    load_scales(s.d, d);
-    const int32x4_t sl[2] = {{0, -8, -16, -24}, {-4, -12, -20, -28}};  // (right shifts are negative left ones)
-    const int32x4_t sh[2] = {{0, -2, -4, -6}, {-8, -10, -12, -14}};
-    for (int h = 0; h < 2; ++h) {
-      const int i = 2 * s.j + h;
-      uint32_t lo;
-      uint16_t hi;
-      std::memcpy(&lo, s.m + 4 * i, 4), std::memcpy(&hi, s.m + 64 + 2 * i, 2);
-      for (int hr = 0; hr < 2; ++hr) {
-        const uint32x4_t l = vandq_u32(vshlq_u32(vdupq_n_u32(lo), sl[hr]), vdupq_n_u32(15));
-        const uint32x4_t t = vandq_u32(vshlq_u32(vdupq_n_u32(hi), sh[hr]), vdupq_n_u32(3));
-        const int32x4_t ls = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(l, vshlq_n_u32(t, 4))), vdupq_n_s32(32));
-        dw[h][hr] = vmulq_f32(d[hr], vcvtq_f32_s32(ls));
-      }
-    }
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales: q6_k, q3_k and q2_k only");
+    static_assert(F == Fmt::Q2_K, "half_scales: q6_k and q2_k only");
     const SuperScales s = q2k_at(wd, wm, b, g, G);
     float32x4_t d[2], dmin[2];
     load_scales(s.d, d), load_scales(s.d + GROUP, dmin);
@@ -1471,6 +1511,23 @@ PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g,
       cf[h][0] = vmulq_f32(dmin[0], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(mn))))));
       cf[h][1] = vmulq_f32(dmin[1], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_high_u16(mn)))));
     }
+  }
+}
+
+// A q3_k block's 12 scale bytes as ls - 32 of rows 4hr..4hr+3, ls[h][hr] for its halves h (the
+// x86 tiles' q3k_pairs, one tbl a row half).
+PW_INLINE void q3k_ls(const uint8_t* p, int32x4_t (*ls)[2]) {
+  uint64_t lo;
+  uint32_t hi;
+  std::memcpy(&lo, p, 8), std::memcpy(&hi, p + 8, 4);
+  const uint8x16_t v = vreinterpretq_u8_u64(vcombine_u64(vcreate_u64(lo), vcreate_u64(hi)));
+  alignas(16) static constexpr uint8_t IDX[2][16] = {{0, 1, 255, 255, 1, 2, 255, 255, 3, 4, 255, 255, 4, 5, 255, 255},
+                                                     {6, 7, 255, 255, 7, 8, 255, 255, 9, 10, 255, 255, 10, 11, 255, 255}};
+  const int32x4_t odd = {0, -4, 0, -4};  // (right shifts are negative left ones)
+  for (int hr = 0; hr < 2; ++hr) {
+    const uint32x4_t t = vshlq_u32(vreinterpretq_u32_u8(vqtbl1q_u8(v, vld1q_u8(IDX[hr]))), odd);
+    ls[0][hr] = vsubq_s32(vreinterpretq_s32_u32(vandq_u32(t, vdupq_n_u32(63))), vdupq_n_s32(32));
+    ls[1][hr] = vsubq_s32(vreinterpretq_s32_u32(vandq_u32(vshrq_n_u32(t, 6), vdupq_n_u32(63))), vdupq_n_s32(32));
   }
 }
 
@@ -1498,18 +1555,33 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         for (int r = 0; r < R; ++r)
           for (int hr = 0; hr < 2; ++hr) s[r][hr][0] = s[r][hr][1] = vdupq_n_s32(0);
         block_sums_steps<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
-        float32x4_t hdw[2][2], hcf[2][2];
-        half_scales<F>(wd, wm, b, g, G, hdw, hcf);
-        for (int r = 0; r < R; ++r)
-          for (int v = 0; v < 2; ++v) {
+        if constexpr (F == Fmt::Q3_K) {  // sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact, then d d_x
+          const SuperScales sc = q3k_at(wd, wm, b, g, G);
+          int32x4_t ls[2][2];
+          q3k_ls(sc.m + 12 * sc.j, ls);
+          float32x4_t d[2];
+          load_scales(sc.d, d);
+          for (int r = 0; r < R; ++r) {
+            const int32x4_t off0 = vdupq_n_s32(4 * x[r].n16[2 * b]), off1 = vdupq_n_s32(4 * x[r].n16[2 * b + 1]);
             for (int hr = 0; hr < 2; ++hr) {
-              int32x4_t sv = s[r][hr][v];
-              if constexpr (half_offset<F>() != 0) sv = vsubq_s32(sv, vdupq_n_s32(half_offset<F>() * x[r].n16[2 * b + v]));
-              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(sv), vmulq_n_f32(hdw[v][hr], x[r].d[b]));
+              const int32x4_t i = vmlaq_s32(vmulq_s32(vsubq_s32(s[r][hr][0], off0), ls[0][hr]), vsubq_s32(s[r][hr][1], off1), ls[1][hr]);
+              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(i), vmulq_n_f32(d[hr], x[r].d[b]));
             }
-            if constexpr (F == Fmt::Q2_K)
-              for (int hr = 0; hr < 2; ++hr) ftail[r][g][hr] = vfmaq_n_f32(ftail[r][g][hr], hcf[v][hr], x[r].s16[2 * b + v]);
           }
+        } else {
+          float32x4_t hdw[2][2], hcf[2][2];
+          half_scales<F>(wd, wm, b, g, G, hdw, hcf);
+          for (int r = 0; r < R; ++r)
+            for (int v = 0; v < 2; ++v) {
+              for (int hr = 0; hr < 2; ++hr) {
+                int32x4_t sv = s[r][hr][v];
+                if constexpr (half_offset<F>() != 0) sv = vsubq_s32(sv, vdupq_n_s32(half_offset<F>() * x[r].n16[2 * b + v]));
+                acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(sv), vmulq_n_f32(hdw[v][hr], x[r].d[b]));
+              }
+              if constexpr (F == Fmt::Q2_K)
+                for (int hr = 0; hr < 2; ++hr) ftail[r][g][hr] = vfmaq_n_f32(ftail[r][g][hr], hcf[v][hr], x[r].s16[2 * b + v]);
+            }
+        }
         continue;
       }
       int32x4_t s[R][2];

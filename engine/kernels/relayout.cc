@@ -266,18 +266,16 @@ inline void put_crumbs(uint8_t* qo, int r, const uint64_t* w, int c) {
 // q3_k and q2_k: per block of 32 (block c = 4 n + j of a super-block: bits 2 j of qs's 32 bytes
 // n) the low 2 bits as two steps (put_crumbs), q3_k's high bit (bit c of hmask's 32 bytes) in a
 // third as q5's 5th bit. Per super-block: q3_k, the 8 rows' d and their 16 6-bit scales as
-// qmatmul.cc reads them (96 bytes: scale i's low 4 bits of rows r and r + 4 in byte 4 i + r,
-// low and high nibble; its high 2 bits at bits 2 r of the 16-bit word at 64 + 2 i), unpacked
-// from the file's 12 bytes as llama.cpp's dequantize_row_q3_K does; q2_k, the rows' d then
-// dmin, and their 16 scale bytes as [scale][row].
+// qmatmul.cc reads them (12 bytes a block j: row r's 12 bits at bit 12 r, scale 2 j in the low
+// 6, 2 j + 1 in the high 6), unpacked from the file's 12 bytes as llama.cpp's
+// dequantize_row_q3_K does; q2_k, the rows' d then dmin, and their 16 scale bytes as [scale][row].
 template <bool three>
 int64_t group_lowk(const Spec& s, const Group& o, int64_t nu, const uint8_t* const* row) {
   constexpr int qs = three ? 32 : 16;
   int64_t bad = 0;
   for (int64_t u = 0; u < nu; ++u) {
     uint8_t *dd = o.d + u * o.d_step, *mm = o.m + u * o.m_step;
-    uint8_t lo[64] = {};
-    uint16_t hi[16] = {};
+    uint8_t sb[96] = {};
     for (int r = 0; r < GROUP; ++r) {
       const uint8_t* p = row[r] + u * s.src_bytes;
       if constexpr (three) {
@@ -285,10 +283,12 @@ int64_t group_lowk(const Spec& s, const Group& o, int64_t nu, const uint8_t* con
         bad += !finite_half(d);
         store16(dd + 2 * r, d);
         const uint8_t* sc = p + 96;
-        for (int i = 0; i < 16; ++i) {
-          const int ls = ((sc[i % 8] >> (4 * (i / 8))) & 15) | ((sc[8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
-          lo[4 * i + (r & 3)] |= (uint8_t)((ls & 15) << (4 * (r >> 2)));
-          hi[i] |= (uint16_t)((ls >> 4) << (2 * r));
+        int ls[16];
+        for (int i = 0; i < 16; ++i) ls[i] = ((sc[i % 8] >> (4 * (i / 8))) & 15) | ((sc[8 + i % 4] >> (2 * (i / 4))) & 3) << 4;
+        for (int j = 0; j < BLOCKS_K; ++j) {  // 12 bits at bit 12 r of the block's 12 bytes
+          const uint32_t v = (uint32_t)(ls[2 * j] | ls[2 * j + 1] << 6) << (4 * (r & 1));
+          uint8_t* at = sb + 12 * j + 3 * r / 2;
+          at[0] |= (uint8_t)v, at[1] |= (uint8_t)(v >> 8);
         }
       } else {
         const uint16_t d = load16(p + 80), dmin = load16(p + 82);
@@ -310,10 +310,7 @@ int64_t group_lowk(const Spec& s, const Group& o, int64_t nu, const uint8_t* con
         }
       }
     }
-    if constexpr (three) {
-      std::memcpy(mm, lo, 64);
-      for (int i = 0; i < 16; ++i) store16(mm + 64 + 2 * i, hi[i]);
-    }
+    if constexpr (three) std::memcpy(mm, sb, 96);
   }
   return bad;
 }

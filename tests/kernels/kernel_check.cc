@@ -272,18 +272,16 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
       }
     });
   }
-  if (fmt == Fmt::Q3_K) {  // per group and super-block: d [8 rows]; 96 bytes of 6-bit scales
+  if (fmt == Fmt::Q3_K) {  // per group and super-block: d [8 rows]; 12 bytes a block: row r's 12 bits at bit 12 r
     w.d.assign((size_t)w.G * nsb * 8, 0), w.m.assign((size_t)w.G * nsb * 48, 0);
     uint8_t* mb = (uint8_t*)w.m.data();
     each_super_row([&](size_t at, int o, int sb, int row) {
       w.d[at * 8 + row] = kd3[((size_t)o * nsb + sb) * 2];
-      for (int i = 0; i < 16; ++i) {
-        const int ls = ls3[(size_t)o * 2 * nb + 16 * sb + i];
-        mb[at * 96 + 4 * i + (row & 3)] |= (uint8_t)((ls & 15) << (4 * (row >> 2)));
-        uint16_t h;
-        std::memcpy(&h, &mb[at * 96 + 64 + 2 * i], 2);
-        h |= (uint16_t)((ls >> 4) << (2 * row));
-        std::memcpy(&mb[at * 96 + 64 + 2 * i], &h, 2);
+      for (int j = 0; j < BLOCKS_K; ++j) {
+        const int* ls = &ls3[(size_t)o * 2 * nb + 16 * sb + 2 * j];
+        const int v = ls[0] | ls[1] << 6;  // (the first half's ls low, the second's high)
+        for (int t = 0; t < 12; ++t)
+          if (v >> t & 1) mb[at * 96 + 12 * j + (12 * row + t) / 8] |= (uint8_t)(1 << ((12 * row + t) % 8));
       }
     });
   }
