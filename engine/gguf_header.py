@@ -1,8 +1,9 @@
 """A GGUF file's header, read fast and bounded, without its weights or its vocabulary's strings:
 what the model library lists for every file it finds (hundreds of files, some of them hostile).
 
-The metadata's scalars are kept; an array keeps only its length (a 262k-token vocabulary is
-walked, not built). The tensor table is kept whole (names, types, shapes): it is what the
+The metadata's scalars are kept, and short numeric arrays (the per-layer lists of the 2026
+families: Gemma 4's sliding-window pattern and FFN widths, Qwen3.5's rotary sections); any
+other array keeps only its length (a 262k-token vocabulary is walked, not built). The tensor table is kept whole (names, types, shapes): it is what the
 weights will take. Every count and length is checked against the file's size before it is
 used, and a file that lies is one HeaderError line, as the loader's own checks do.
 """
@@ -20,6 +21,9 @@ _MAX_KV = 1 << 16
 _MAX_TENSORS = 1 << 17
 _MAX_DIMS = 8
 _MAX_KEY = 1 << 16  # bytes of a key or a scalar string
+# Numeric arrays up to this long are kept as lists (per-layer metadata: at most 1,024 layers in
+# the loader's limits); longer ones (scores and token types: two per vocabulary token) by length.
+_MAX_KEPT_ARRAY = 4096
 
 
 class HeaderError(ValueError):
@@ -40,7 +44,7 @@ class ArrayInfo:
 @dataclass
 class Header:
     version: int
-    metadata: dict = field(default_factory=dict)  # scalars as values, arrays as ArrayInfo
+    metadata: dict = field(default_factory=dict)  # scalars and short numeric arrays as values, others as ArrayInfo
     tensors: dict = field(default_factory=dict)  # name -> (GGML type name, numpy-order shape)
 
     def type_of(self, name: str) -> str | None:
@@ -96,6 +100,9 @@ def _value(c: _Cursor, vtype: int, depth: int = 0):
         if depth > 2:
             raise HeaderError("metadata arrays nested too deep")
         itype, n = c.unpack("<I"), c.unpack("<Q")
+        if itype in _SCALARS and depth == 0 and n <= _MAX_KEPT_ARRAY:
+            fmt = _SCALARS[itype]
+            return list(struct.unpack_from(f"<{n}{fmt[1:]}", c.buf, c.take(n * struct.calcsize(fmt))))
         if itype in _SCALARS:
             c.take(n * struct.calcsize(_SCALARS[itype]))
         elif itype == _STRING:

@@ -379,3 +379,18 @@ def cache_buffers(cache):
 
     conv = None if cache.state is None else id(cache.state.conv)
     return [a for a in jax.tree_util.tree_leaves(cache) if a.ndim >= 2 and id(a) != conv]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_library_lists_each_family_as_loading_holds_it(family_files, family_models, family):
+    """`pinwheel models` (and the window's model list) read each family's file from its header
+    alone, per-layer lists included (Gemma 4's sliding pattern and FFN widths, Qwen3.5's rotary
+    sections: the header reader once kept only their lengths, and listed both families as
+    broken), and predict the weights and the cache that loading holds."""
+    from engine import library
+
+    e = library.describe(family_files[family])
+    assert e.supported, e.note
+    m = family_models[family]
+    assert e.weight_bytes == m.weight_bytes
+    assert e.kv_bytes == allocate(m.config, plan_memory(m.config)).nbytes
