@@ -98,7 +98,7 @@ QWEN35_08B = Rung("qwen3.5-0.8b", 24, 1024, 8, 2, 3584, head_dim=256, arch="qwen
 RUNGS = RUNGS + (QWEN35_08B, GEMMA4_E2B, GEMMA4_E4B)
 BIG = ("llama-3.2-3b", "qwen3-4b", "phi-4-mini", "gemma-3-4b", "gemma-4-e2b", "gemma-4-e4b")  # run with --rungs: 2-9 GB files
 TYPES = ("Q4_0", "Q8_0")  # written directly
-QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "IQ4_XS")  # made by llama.cpp's quantizer
+QUANTIZED = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "IQ4_XS")  # made by llama.cpp's quantizer
 DEFAULT_TYPES = ("Q4_0", "Q8_0", "Q4_K_M")
 
 
@@ -205,17 +205,20 @@ def _write_blocks(w, parts) -> None:
     w.state = type(w.state).WEIGHTS
 
 
-def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | None = None) -> Path:
+def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | None = None,
+          keep_source: bool = False) -> Path:
     """The rung's GGUF (written once, then reused from the cache). qtype_name: a GGUF tensor type
-    (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer.
-    Tensors are written one at a time (a multi-GB F16 source never sits in memory)."""
+    (Q4_0, Q8_0, F16) written directly, or one of QUANTIZED, made by llama.cpp's quantizer from
+    an F16 file of the rung, deleted after unless keep_source (more types of the rung follow:
+    drop_source() then). Tensors are written one at a time (a multi-GB F16 source never sits in
+    memory)."""
     import gguf
 
     path = path or cache_dir() / f"{rung.name}-{qtype_name}.gguf"
     if path.exists():
         return path
     if qtype_name in QUANTIZED:
-        return _quantized(rung, qtype_name, tokenizer_from, path)
+        return _quantized(rung, qtype_name, tokenizer_from, path, keep_source)
     path.parent.mkdir(parents=True, exist_ok=True)
     qtype = gguf.GGMLQuantizationType[qtype_name]
     src = gguf.GGUFReader(str(tokenizer_from))
@@ -266,9 +269,20 @@ def write(rung: Rung, qtype_name: str, tokenizer_from: str | Path, path: Path | 
     return path
 
 
-def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path) -> Path:
-    """Write an F16 file of the rung, quantize it to ftype with llama.cpp's quantizer, delete the
-    F16 file. Refuses up front when the disk cannot hold both."""
+def _source(rung: Rung, path: Path) -> Path:
+    return path.with_name(f"{rung.name}-F16-source.gguf")
+
+
+def drop_source(rung: Rung) -> None:
+    """Delete the rung's F16 source, kept while more of its types were being made."""
+    _source(rung, cache_dir() / "x").unlink(missing_ok=True)
+
+
+def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path, keep_source: bool = False) -> Path:
+    """Quantize an F16 file of the rung (written first, or the one kept from its previous type:
+    writing 3.4 GB of random F16 takes longer than quantizing it) to ftype with llama.cpp's
+    quantizer; delete the F16 file unless keep_source. Refuses up front when the disk cannot
+    hold both."""
     import ctypes
     import shutil
 
@@ -277,11 +291,12 @@ def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path) -
     except ImportError:
         raise RuntimeError(f"{ftype} rungs are made by llama.cpp's quantizer: pip install llama-cpp-python") from None
     f16_bytes = 2 * rung.params
+    src = _source(rung, path)
     free = shutil.disk_usage(path.parent if path.parent.exists() else Path.home()).free
-    if free < 1.7 * f16_bytes:
+    if free < (0.7 if src.exists() else 1.7) * f16_bytes:
         raise RuntimeError(f"{rung.name} {ftype}: needs ~{1.7 * f16_bytes / 1e9:.1f} GB free for the F16 source and "
                            f"the result, {free / 1e9:.1f} GB are")
-    src = write(rung, "F16", tokenizer_from, path.with_name(path.stem + "-f16-source.gguf"))
+    src = write(rung, "F16", tokenizer_from, src)
     try:
         params = llama_cpp.llama_model_quantize_default_params()
         params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
@@ -291,7 +306,8 @@ def _quantized(rung: Rung, ftype: str, tokenizer_from: str | Path, path: Path) -
             raise RuntimeError(f"llama.cpp's quantizer failed on {src.name} -> {ftype}")
         tmp.rename(path)
     finally:
-        src.unlink(missing_ok=True)
+        if not keep_source:
+            src.unlink(missing_ok=True)
     return path
 
 
@@ -338,10 +354,10 @@ def run(args, R) -> int:
         + ", ".join(engines) + (f" (llama.cpp skipped: {skipped})" if skipped else ""))
     rows, errors = [], []
     for rung in wanted:
-        for qtype in types:
+        for n, qtype in enumerate(types):
             t0 = time.perf_counter()
-            try:
-                path = write(rung, qtype, tokenizer_from)
+            try:  # the F16 source is kept while more of the rung's types are to be made
+                path = write(rung, qtype, tokenizer_from, keep_source=any(t in QUANTIZED for t in types[n + 1 :]))
             except RuntimeError as e:
                 errors.append(f"{rung.name} {qtype}: {e}")
                 log(f"{rung.name} {qtype}: skipped: {e}")
@@ -358,6 +374,7 @@ def run(args, R) -> int:
                 log(f"  failed: {e}")
                 continue
             rows.append(_row(rung, qtype, path, sp, engines))
+        drop_source(rung)
     report = {"schema": 1, "kind": "ladder", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "engines": list(engines),
               "llamacpp_skipped": skipped, "settings": {k: s[k] for k in ("prefill", "decode", "repeat")},
               "rows": rows, "errors": errors,

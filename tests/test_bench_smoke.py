@@ -132,3 +132,28 @@ def test_ladder_writes_a_family_rung_both_engines_load(rung, tiny_bpe_gguf, tmp_
 
         llm = Llama(str(path), n_ctx=64, verbose=False)
         llm.eval(llm.tokenize(b"Hello there"))
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("llama_cpp"), reason="rungs of these types are made by llama.cpp")
+def test_a_rungs_quantized_types_share_one_f16_source(tiny_bpe_gguf, tmp_path, monkeypatch):
+    """Writing the F16 source takes longer than quantizing it: the types of one rung are made
+    from one source, which is gone once the rung is done; each file holds its own type."""
+    from dataclasses import replace
+
+    from bench import ladder
+    from engine.gguf_header import read_header
+
+    monkeypatch.setattr(ladder, "cache_dir", lambda: tmp_path)
+    rung = replace(ladder.RUNGS[0], name="tiny", n_layers=2, d_model=256, ffn_dim=512, n_heads=4, n_kv_heads=2)
+    made = []
+    orig = ladder._random_blocks
+    monkeypatch.setattr(ladder, "_random_blocks", lambda rng, qt, *a: made.append(qt.name) or orig(rng, qt, *a))
+    q6 = ladder.write(rung, "Q6_K", tiny_bpe_gguf, keep_source=True)
+    assert (tmp_path / "tiny-F16-source.gguf").exists()
+    n_written = len(made)
+    assert n_written > 0
+    q2 = ladder.write(rung, "Q2_K", tiny_bpe_gguf)
+    assert len(made) == n_written  # the second type wrote no new random F16 blocks
+    assert not (tmp_path / "tiny-F16-source.gguf").exists()
+    assert read_header(q6).type_of("blk.0.ffn_up.weight") == "Q6_K"
+    assert read_header(q2).type_of("blk.0.ffn_up.weight") in ("Q2_K", "Q3_K")
