@@ -183,8 +183,7 @@ struct QRow {
   const float* d;
   const float* s;  // d * sum(q) per block
   const int32_t* n;  // sum(q) per block (the ARM paths without an unsigned x signed dot use it)
-  const int32_t* n16;  // sum(q) per 16 values (q6_k's and q3_k's offsets, per their scales' 16 values), or null
-  const float* s16;    // d * sum(q) per 16 values (q2_k's mins), or null
+  const int32_t* n16;  // sum(q) per 16 values (q6_k's, q3_k's and q2_k's offsets and mins, per their scales' 16 values), or null
 };
 
 void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n) {
@@ -270,9 +269,10 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // q2_k is Q2_K as stored, 2.63 bits a value: w = d * sc[i] * q - dmin * mn[i] with f16 d and
 // dmin per super-block, 4-bit sc and mn per 16 values and q in 0..3. Per group and block: q's 2
 // bits as q3_k's low bits (64 bytes); per group and super-block d, 16 f16 (d of the 8 rows, then
-// dmin), and m, the file's 16 scale bytes (sc | mn << 4) of each row as [scale][8 rows]. Each
-// half runs as q6_k's (no offset), and its min's term (-dmin mn times d_x sum(q_x) over the 16
-// values) goes into the tail as q4_1's offset does. The file's 84 bytes a row and super-block.
+// dmin), and m, the file's 16 scale bytes (sc | mn << 4) of each row as [scale][8 rows]. As for
+// q3_k, a block's halves combine as integers, sum(sc sum(q x)) scaled by d d_x into acc, and
+// the mins' -sum(mn sum(x)) scaled by dmin d_x into the tail (q4_1's offset term). The file's
+// 84 bytes a row and super-block.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
@@ -374,24 +374,17 @@ inline SuperScales q2k_at(const uint16_t* wd, const uint16_t* wm, int b, int g, 
   return super_at<16, 128>(wd, wm, b, g, G);
 }
 
-// The scales of block b's two halves for one row of group g (the scalar tiles'): each half's
-// value is dw[h] * (u - half_offset) and, for q2_k, its min's term cf[h] * d_x sum(q_x). Every
-// product here is exact (an f16 times a 4- or 8-bit integer), as in the vector tiles.
+// The scales of q6_k block b's two halves for one row of group g (the scalar tiles'): each
+// half's value is dw[h] * (u - 32).
 template <Fmt F>
 [[maybe_unused]] inline void row_half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int row,
-                                             float* dw, float* cf) {
+                                             float* dw) {
   if constexpr (F == Fmt::Q6_K) {
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     const float d = half_to_float(s.d[row]);
-    for (int h = 0; h < 2; ++h) dw[h] = d * (float)s.sc[GROUP * h + row], cf[h] = 0.f;
+    for (int h = 0; h < 2; ++h) dw[h] = d * (float)s.sc[GROUP * h + row];
   } else {
-    static_assert(F == Fmt::Q2_K, "row_half_scales: q6_k and q2_k only (q3_k's combine as integers)");
-    const SuperScales s = q2k_at(wd, wm, b, g, G);
-    for (int h = 0; h < 2; ++h) {
-      const int v = s.m[16 * s.j + GROUP * h + row];
-      dw[h] = half_to_float(s.d[row]) * (float)(v & 15);
-      cf[h] = half_to_float(s.d[GROUP + row]) * (float)-(v >> 4);
-    }
+    static_assert(F != F, "row_half_scales: q6_k only (q3_k's and q2_k's halves combine as integers)");
   }
 }
 
@@ -499,9 +492,11 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
           const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
           const int8_t* xb = x[r].q + b * QK;
           if constexpr (halves16<F>()) {
-            float dw[2], cf[2];
-            if constexpr (F != Fmt::Q3_K) row_half_scales<F>(wd, wm, b, g, G, row, dw, cf);
-            int isum = 0;  // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact
+            float dw[2];
+            if constexpr (F == Fmt::Q6_K) row_half_scales<F>(wd, wm, b, g, G, row, dw);
+            // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)); q2_k: of sc sum(q x), and
+            // of mn sum(x) for the mins (exact integers)
+            int isum = 0, msum = 0;
             for (int h = 0; h < 2; ++h) {  // values 16 h .. 16 h + 15
               int sum = 0;
               for (int k = 0; k < 4; ++k)
@@ -517,13 +512,22 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
                   sum += u * xb[16 * h + 4 * k + j];
                 }
               sum -= half_offset<F>() * x[r].n16[2 * b + h];
-              if constexpr (F == Fmt::Q3_K) isum += q3k_scale(q3k_at(wd, wm, b, g, G), h, row) * sum;
-              else acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
+              if constexpr (F == Fmt::Q3_K) {
+                isum += q3k_scale(q3k_at(wd, wm, b, g, G), h, row) * sum;
+              } else if constexpr (F == Fmt::Q2_K) {
+                const int v = q2k_at(wd, wm, b, g, G).m[16 * (b % BLOCKS_K) + GROUP * h + row];
+                isum += (v & 15) * sum, msum += (v >> 4) * x[r].n16[2 * b + h];
+              } else {
+                acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
+              }
             }
             if constexpr (F == Fmt::Q3_K)
               acc = std::fma((float)isum, half_to_float(q3k_at(wd, wm, b, g, G).d[row]) * x[r].d[b], acc);
-            if constexpr (F == Fmt::Q2_K)
-              for (int h = 0; h < 2; ++h) tail = std::fma(cf[h], x[r].s16[2 * b + h], tail);
+            if constexpr (F == Fmt::Q2_K) {  // d d_x sum(sc sum(q x)) - dmin d_x sum(mn sum(x))
+              const SuperScales s2 = q2k_at(wd, wm, b, g, G);
+              acc = std::fma((float)isum, half_to_float(s2.d[row]) * x[r].d[b], acc);
+              tail = std::fma((float)-msum, half_to_float(s2.d[GROUP + row]) * x[r].d[b], tail);
+            }
             continue;
           }
           float dw, coef;
@@ -598,25 +602,16 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
   }
 }
 
-// The scales of block b's two halves for the 8 rows of group g (row_half_scales' values): dw[h],
-// and q2_k's min coefficients cf[h] (the other formats leave cf alone).
+// The scales of q6_k block b's two halves for the 8 rows of group g (row_half_scales' values).
 template <Fmt F>
-PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, __m256* dw, __m256* cf) {
+PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, __m256* dw) {
   if constexpr (F == Fmt::Q6_K) {  // d * scale of each half
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
     dw[0] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)s.sc))));
     dw[1] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(s.sc + GROUP)))));
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales: q6_k and q2_k only");
-    const SuperScales s = q2k_at(wd, wm, b, g, G);
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));
-    const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + GROUP)));
-    for (int h = 0; h < 2; ++h) {
-      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(s.m + 16 * s.j + GROUP * h)));
-      dw[h] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15))));
-      cf[h] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_srli_epi32(v, 4))));
-    }
+    static_assert(F != F, "half_scales: q6_k only");
   }
 }
 
@@ -637,6 +632,12 @@ PW_INLINE __m256i q3k_pairs(const uint8_t* p) {
 }
 // Two int32 as one lane's 16-bit pair (a, b) (each fits int16).
 inline int32_t pair16(int32_t a, int32_t b) { return (int32_t)(((uint32_t)a & 0xffffu) | (uint32_t)b << 16); }
+// A q2_k block's 16 scale bytes ([half][8 rows]) as 8 rows' pairs of 16-bit lanes (the first
+// half's byte, then the second's): sc | mn << 4 each.
+PW_INLINE __m256i q2k_pairs(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128((const __m128i*)p);
+  return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, _mm_srli_si128(v, 8)));
+}
 
 // (A & C) | B, bitwise: one vpternlogd where AVX-512VL has it (the AVX-512 build's q3_k unpacking,
 // 5 instructions a step -> 4), and + or on AVX2.
@@ -667,14 +668,20 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
       __m256 dw = _mm256_setzero_ps(), coef = dw;
-      [[maybe_unused]] __m256 hdw[2], hcf[2];  // q6_k, q2_k: the scales of the block's first and second 16 values
-      [[maybe_unused]] __m256i ls_pairs;       // q3_k: the rows' (ls - 32) pairs
+      [[maybe_unused]] __m256 hdw[2];  // q6_k: the scales of the block's first and second 16 values
+      [[maybe_unused]] __m256i ls_pairs, mn_pairs;  // q3_k: the rows' (ls - 32) pairs; q2_k: sc and mn pairs
       if constexpr (F == Fmt::Q3_K) {
         const SuperScales s = q3k_at(wd, wm, b, g, G);
         ls_pairs = q3k_pairs(s.m + 12 * s.j);
         dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));  // (d)
+      } else if constexpr (F == Fmt::Q2_K) {
+        const SuperScales s = q2k_at(wd, wm, b, g, G);
+        const __m256i v = q2k_pairs(s.m + 16 * s.j);
+        ls_pairs = _mm256_and_si256(v, _mm256_set1_epi16(15)), mn_pairs = _mm256_srli_epi16(v, 4);
+        dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));                 // (d)
+        coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + GROUP)));    // (dmin)
       } else if constexpr (halves16<F>()) {
-        half_scales<F>(wd, wm, b, g, G, hdw, hcf);
+        half_scales<F>(wd, wm, b, g, G, hdw);
       } else {
         block_scales<F>(wd, wm, b, g, G, dw, coef);
       }
@@ -734,15 +741,22 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         }
       }
       for (int r = 0; r < R; ++r) {
-        if constexpr (F == Fmt::Q3_K) {  // sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact, in one pmaddwd
+        if constexpr (F == Fmt::Q3_K || F == Fmt::Q2_K) {
+          // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)); q2_k: of sc sum(q x), and of
+          // -mn sum(x) for the mins: exact integers, each a pmaddwd of 16-bit pairs
           __m256i sh[2];
           for (int h = 0; h < 2; ++h)
             sh[h] = _mm256_add_epi32(dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]),
                                      dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]));
-          const __m256i sp = _mm256_sub_epi16(_mm256_blend_epi16(sh[0], _mm256_slli_epi32(sh[1], 16), 0xaa),
-                                              _mm256_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
-          acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sp, ls_pairs)),
-                                      _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b])), acc[r][g]);
+          __m256i sp = _mm256_blend_epi16(sh[0], _mm256_slli_epi32(sh[1], 16), 0xaa);
+          if constexpr (F == Fmt::Q3_K)
+            sp = _mm256_sub_epi16(sp, _mm256_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
+          const __m256 dx = _mm256_set1_ps(x[r].d[b]);
+          acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sp, ls_pairs)), _mm256_mul_ps(dw, dx), acc[r][g]);
+          if constexpr (F == Fmt::Q2_K) {
+            const __m256i m = _mm256_madd_epi16(_mm256_set1_epi32(pair16(-x[r].n16[2 * b], -x[r].n16[2 * b + 1])), mn_pairs);
+            tail[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(coef, dx), tail[r][g]);
+          }
           continue;
         } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
           const __m256 dx = _mm256_set1_ps(x[r].d[b]);
@@ -754,9 +768,6 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
               s = _mm256_sub_epi32(s, _mm256_set1_epi32(half_offset<F>() * x[r].n16[2 * b + h]));
             acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(hdw[h], dx), acc[r][g]);
           }
-          if constexpr (F == Fmt::Q2_K)  // the mins: -dmin mn times d_x sum(q_x) over each half
-            for (int h = 0; h < 2; ++h)
-              tail[r][g] = _mm256_fmadd_ps(hcf[h], _mm256_set1_ps(x[r].s16[2 * b + h]), tail[r][g]);
           continue;
         }
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
@@ -880,10 +891,10 @@ PW_INLINE void block_scales4(const uint16_t* wd, const uint16_t* wm, int b, int 
   }
 }
 
-// The scales of block b's two halves for rows 4hr..4hr+3 of group g (the AVX2 tile's half_scales,
-// lane for lane): dw[h], and q2_k's min coefficients cf[h].
+// The scales of q6_k block b's two halves for rows 4hr..4hr+3 of group g (the AVX2 tile's
+// half_scales, lane for lane).
 template <Fmt F>
-PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int hr, __m128* dw, __m128* cf) {
+PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, int hr, __m128* dw) {
   if constexpr (F == Fmt::Q6_K) {
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     const __m128 d = half4(s.d + 4 * hr);
@@ -893,14 +904,7 @@ PW_INLINE void half_scales4(const uint16_t* wd, const uint16_t* wm, int b, int g
       dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sc))));
     }
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales4: q6_k and q2_k only");
-    const SuperScales s = q2k_at(wd, wm, b, g, G);
-    const __m128 d = half4(s.d + 4 * hr), dmin = half4(s.d + GROUP + 4 * hr);
-    for (int h = 0; h < 2; ++h) {
-      const __m128i v = load4_u8(s.m + 16 * s.j + GROUP * h + 4 * hr);
-      dw[h] = _mm_mul_ps(d, _mm_cvtepi32_ps(_mm_and_si128(v, _mm_set1_epi32(15))));
-      cf[h] = _mm_mul_ps(dmin, _mm_cvtepi32_ps(_mm_sub_epi32(_mm_setzero_si128(), _mm_srli_epi32(v, 4))));
-    }
+    static_assert(F != F, "half_scales4: q6_k only");
   }
 }
 
@@ -918,6 +922,12 @@ PW_INLINE __m128i q3k_pairs4(const uint8_t* p, int hr) {
   return _mm_sub_epi16(pair, _mm_set1_epi16(32));
 }
 inline int32_t pair16(int32_t a, int32_t b) { return (int32_t)(((uint32_t)a & 0xffffu) | (uint32_t)b << 16); }
+// q2k_pairs (the AVX2 tile's) for rows 4hr..4hr+3.
+PW_INLINE __m128i q2k_pairs4(const uint8_t* p, int hr) {
+  const __m128i v = _mm_loadu_si128((const __m128i*)p);
+  const __m128i u = _mm_unpacklo_epi8(v, _mm_srli_si128(v, 8));
+  return _mm_cvtepu8_epi16(hr ? _mm_srli_si128(u, 8) : u);
+}
 
 // Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k, q3_k, q2_k or iq4 as the 8 steps the products
 // take (w[k]: values 4k..4k+3 of each row): the AVX2 tile's unpacking, 128 bits wide (q5's 5th
@@ -1010,14 +1020,19 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
         __m128i w[8];
         block_steps<F>(wb, hr, w);
         __m128 dw = _mm_setzero_ps(), cf = dw;
-        [[maybe_unused]] __m128 hdw[2], hcf[2];  // q6_k, q2_k: the halves' scales
-        [[maybe_unused]] __m128i ls_pairs;       // q3_k: the rows' (ls - 32) pairs
+        [[maybe_unused]] __m128 hdw[2];  // q6_k: the halves' scales
+        [[maybe_unused]] __m128i ls_pairs, mn_pairs;  // q3_k: the rows' (ls - 32) pairs; q2_k: sc and mn pairs
         if constexpr (F == Fmt::Q3_K) {
           const SuperScales s = q3k_at(wd, wm, b, g, G);
           ls_pairs = q3k_pairs4(s.m + 12 * s.j, hr);
           dw = half4(s.d + 4 * hr);  // (d)
+        } else if constexpr (F == Fmt::Q2_K) {
+          const SuperScales s = q2k_at(wd, wm, b, g, G);
+          const __m128i v = q2k_pairs4(s.m + 16 * s.j, hr);
+          ls_pairs = _mm_and_si128(v, _mm_set1_epi16(15)), mn_pairs = _mm_srli_epi16(v, 4);
+          dw = half4(s.d + 4 * hr), cf = half4(s.d + GROUP + 4 * hr);  // (d, dmin)
         } else if constexpr (halves16<F>()) {
-          half_scales4<F>(wd, wm, b, g, G, hr, hdw, hcf);
+          half_scales4<F>(wd, wm, b, g, G, hr, hdw);
         } else {
           block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
         }
@@ -1025,7 +1040,7 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
         for (int r = 0; r < R; ++r) {
           const __m128 dx = _mm_set1_ps(x[r].d[b]);
           const __m128i* xr = xv[r];
-          if constexpr (F == Fmt::Q3_K) {  // sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)), exact
+          if constexpr (F == Fmt::Q3_K || F == Fmt::Q2_K) {  // the AVX2 tile's integers and float chain
             __m128i sh[2];
             for (int v = 0; v < 2; ++v) {
               const __m128i* wv = w + 4 * v;
@@ -1033,11 +1048,17 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
               const __m128i p1 = _mm_add_epi16(_mm_maddubs_epi16(wv[2], xr[4 * v + 2]), _mm_maddubs_epi16(wv[3], xr[4 * v + 3]));
               sh[v] = _mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones));
             }
-            const __m128i sp = _mm_sub_epi16(_mm_blend_epi16(sh[0], _mm_slli_epi32(sh[1], 16), 0xaa),
-                                             _mm_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
+            __m128i sp = _mm_blend_epi16(sh[0], _mm_slli_epi32(sh[1], 16), 0xaa);
+            if constexpr (F == Fmt::Q3_K)
+              sp = _mm_sub_epi16(sp, _mm_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
             const __m128i sum = _mm_madd_epi16(sp, ls_pairs);
             const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
             acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
+            if constexpr (F == Fmt::Q2_K) {
+              const __m128i m = _mm_madd_epi16(_mm_set1_epi32(pair16(-x[r].n16[2 * b], -x[r].n16[2 * b + 1])), mn_pairs);
+              const vd4 md = {_mm_cvtepi32_pd(m), _mm_cvtepi32_pd(_mm_shuffle_epi32(m, _MM_SHUFFLE(3, 2, 3, 2)))};
+              tail[r][g][hr] = fma_exact(md, d4_from(_mm_mul_ps(cf, dx)), tail[r][g][hr]);
+            }
           } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
             for (int v = 0; v < 2; ++v) {
               const __m128i* wv = w + 4 * v;
@@ -1049,11 +1070,6 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
               const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
               acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(hdw[v], dx)), acc[r][g][hr]);
             }
-            if constexpr (F == Fmt::Q2_K)
-              for (int v = 0; v < 2; ++v) {
-                const __m128d sx = _mm_set1_pd((double)x[r].s16[2 * b + v]);
-                tail[r][g][hr] = fma_exact(d4_from(hcf[v]), {sx, sx}, tail[r][g][hr]);
-              }
           } else {
             __m128i sum;
             if constexpr (iq4<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
@@ -1484,11 +1500,10 @@ PW_INLINE void block_scales(const uint16_t* wd, const uint16_t* wm, int b, int g
   }
 }
 
-// The scales of block b's two halves for the 8 rows of group g (the x86 tile's half_scales, lane
-// for lane): dw[h][hr] (rows 4hr..4hr+3), and q2_k's min coefficients cf[h][hr].
+// The scales of q6_k block b's two halves for the 8 rows of group g (the x86 tile's half_scales,
+// lane for lane): dw[h][hr] (rows 4hr..4hr+3).
 template <Fmt F>
-PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, float32x4_t (*dw)[2],
-                           float32x4_t (*cf)[2]) {
+PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g, int G, float32x4_t (*dw)[2]) {
   if constexpr (F == Fmt::Q6_K) {
     const Q6KScales s = q6k_at(wd, wm, b, g, G);
     float32x4_t d[2];
@@ -1499,18 +1514,7 @@ PW_INLINE void half_scales(const uint16_t* wd, const uint16_t* wm, int b, int g,
       dw[h][1] = vmulq_f32(d[1], vcvtq_f32_s32(vmovl_high_s16(sc)));
     }
   } else {
-    static_assert(F == Fmt::Q2_K, "half_scales: q6_k and q2_k only");
-    const SuperScales s = q2k_at(wd, wm, b, g, G);
-    float32x4_t d[2], dmin[2];
-    load_scales(s.d, d), load_scales(s.d + GROUP, dmin);
-    for (int h = 0; h < 2; ++h) {
-      const uint16x8_t v = vmovl_u8(vld1_u8(s.m + 16 * s.j + GROUP * h));
-      const uint16x8_t sc = vandq_u16(v, vdupq_n_u16(15)), mn = vshrq_n_u16(v, 4);
-      dw[h][0] = vmulq_f32(d[0], vcvtq_f32_u32(vmovl_u16(vget_low_u16(sc))));
-      dw[h][1] = vmulq_f32(d[1], vcvtq_f32_u32(vmovl_high_u16(sc)));
-      cf[h][0] = vmulq_f32(dmin[0], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(mn))))));
-      cf[h][1] = vmulq_f32(dmin[1], vcvtq_f32_s32(vnegq_s32(vreinterpretq_s32_u32(vmovl_high_u16(mn)))));
-    }
+    static_assert(F != F, "half_scales: q6_k only");
   }
 }
 
@@ -1568,9 +1572,29 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
               acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(i), vmulq_n_f32(d[hr], x[r].d[b]));
             }
           }
+        } else if constexpr (F == Fmt::Q2_K) {  // the x86 tiles' integers: sc sum(q x) and -mn sum(x) over the halves
+          const SuperScales sc = q2k_at(wd, wm, b, g, G);
+          int32x4_t scl[2][2], mnl[2][2];  // [half][hr]
+          for (int h = 0; h < 2; ++h) {
+            const uint16x8_t v = vmovl_u8(vld1_u8(sc.m + 16 * sc.j + GROUP * h));
+            const uint16x8_t lo = vandq_u16(v, vdupq_n_u16(15)), hi = vshrq_n_u16(v, 4);
+            scl[h][0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(lo))), scl[h][1] = vreinterpretq_s32_u32(vmovl_high_u16(lo));
+            mnl[h][0] = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(hi))), mnl[h][1] = vreinterpretq_s32_u32(vmovl_high_u16(hi));
+          }
+          float32x4_t d[2], dmin[2];
+          load_scales(sc.d, d), load_scales(sc.d + GROUP, dmin);
+          for (int r = 0; r < R; ++r) {
+            const int32_t n0 = x[r].n16[2 * b], n1 = x[r].n16[2 * b + 1];
+            for (int hr = 0; hr < 2; ++hr) {
+              const int32x4_t i = vmlaq_s32(vmulq_s32(s[r][hr][0], scl[0][hr]), s[r][hr][1], scl[1][hr]);
+              const int32x4_t m = vmlaq_n_s32(vmulq_n_s32(mnl[0][hr], -n0), mnl[1][hr], -n1);
+              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(i), vmulq_n_f32(d[hr], x[r].d[b]));
+              ftail[r][g][hr] = vfmaq_f32(ftail[r][g][hr], vcvtq_f32_s32(m), vmulq_n_f32(dmin[hr], x[r].d[b]));
+            }
+          }
         } else {
-          float32x4_t hdw[2][2], hcf[2][2];
-          half_scales<F>(wd, wm, b, g, G, hdw, hcf);
+          float32x4_t hdw[2][2];
+          half_scales<F>(wd, wm, b, g, G, hdw);
           for (int r = 0; r < R; ++r)
             for (int v = 0; v < 2; ++v) {
               for (int hr = 0; hr < 2; ++hr) {
@@ -1578,8 +1602,6 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
                 if constexpr (half_offset<F>() != 0) sv = vsubq_s32(sv, vdupq_n_s32(half_offset<F>() * x[r].n16[2 * b + v]));
                 acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(sv), vmulq_n_f32(hdw[v][hr], x[r].d[b]));
               }
-              if constexpr (F == Fmt::Q2_K)
-                for (int hr = 0; hr < 2; ++hr) ftail[r][g][hr] = vfmaq_n_f32(ftail[r][g][hr], hcf[v][hr], x[r].s16[2 * b + v]);
             }
         }
         continue;
@@ -1848,12 +1870,11 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
   const int64_t O = n_chunks * K * GROUP;
   const int nb = (int)(I / QK);
   thread_local std::vector<int8_t> q;
-  thread_local std::vector<float> d, s, s16;
+  thread_local std::vector<float> d, s;
   thread_local std::vector<int32_t> n, n16;
   thread_local std::vector<QRow> rows;
   q.resize(C * I), d.resize(C * nb), s.resize(C * nb), n.resize(C * nb), rows.resize(C);
   if (halves16<F>()) n16.resize(C * 2 * nb);
-  if (F == Fmt::Q2_K) s16.resize(C * 2 * nb);
   const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
   thread_local std::vector<float> xn;
   if (norm) xn.resize(I);
@@ -1864,16 +1885,14 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
       xc = xn.data();
     }
     quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
-    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr, nullptr};
+    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr};
     if constexpr (halves16<F>()) {
       for (int h = 0; h < 2 * nb; ++h) {
         int32_t t = 0;
         for (int j = 0; j < QK / 2; ++j) t += q[c * I + h * (QK / 2) + j];
         n16[c * 2 * nb + h] = t;
-        if constexpr (F == Fmt::Q2_K) s16[c * 2 * nb + h] = d[c * nb + h / 2] * (float)t;
       }
       rows[c].n16 = &n16[c * 2 * nb];
-      if constexpr (F == Fmt::Q2_K) rows[c].s16 = &s16[c * 2 * nb];
     }
   }
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_d = d_per_chunk<F>(nb, K), chunk_m = m_per_chunk<F>(nb, K);
