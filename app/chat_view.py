@@ -151,7 +151,20 @@ class MessageWidget(QFrame):
             b.setAutoRaise(True)
             b.setFocusPolicy(Qt.FocusPolicy.TabFocus)
 
-        head = QHBoxLayout()
+        # The buttons sit on the header's line, or on a line of their own below it where the chat
+        # is too narrow for both (fit_header): on one line, a reply with ‹ 2/2 ›, Continue, Pin and
+        # Copy needed 469 px, wider than the chat at 800 px with the memory panel (451 px) or at the
+        # narrowest window (472 px), so its Copy button, its text and the out-of-view divider
+        # were cut off at the right (the chat never scrolls sideways).
+        self.headButtons = QWidget(self)
+        self.headButtons.setObjectName("messageButtons")
+        buttons = QHBoxLayout(self.headButtons)
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.setSpacing(8)
+        for b in (self.prevVersionButton, self.versionLabel, self.nextVersionButton, self.continueButton,
+                  self.editButton, self.pinButton, self.copyButton):
+            buttons.addWidget(b)
+        self.head = head = QHBoxLayout()
         head.setContentsMargins(0, 0, 0, 0)
         head.setSpacing(8)
         head.addWidget(self.roleLabel)
@@ -159,13 +172,8 @@ class MessageWidget(QFrame):
         head.addWidget(self.badge)
         head.addWidget(self.memoryLabel)
         head.addStretch(1)
-        head.addWidget(self.prevVersionButton)
-        head.addWidget(self.versionLabel)
-        head.addWidget(self.nextVersionButton)
-        head.addWidget(self.continueButton)
-        head.addWidget(self.editButton)
-        head.addWidget(self.pinButton)
-        head.addWidget(self.copyButton)
+        head.addWidget(self.headButtons)
+        self.avail: int | None = None  # the width the chat gives a message (set by the ChatView)
 
         self.body = MarkdownStack(self)
         self.show_thinking = False
@@ -273,6 +281,38 @@ class MessageWidget(QFrame):
         self.pinButton.setText("Unpin" if m.pinned else "Pin")
         self.pinButton.setEnabled(m.status != "streaming")
         self._refresh_memory()
+        self.fit_header()
+
+    def one_line_width(self) -> int:
+        """The narrowest this message can be with its buttons on the header's line (the labels
+        elided as far as they go), whichever line they are on now."""
+        m = self.layout().contentsMargins()
+        shown = [w for w in (self.roleLabel, self.modelLabel, self.badge, self.memoryLabel, self.headButtons)
+                 if not w.isHidden()]
+        return (m.left() + m.right() + sum(w.minimumSizeHint().width() for w in shown)
+                + self.head.spacing() * (len(shown) - 1))
+
+    def buttons_below(self) -> bool:
+        """Whether the buttons are on a line of their own, below the header's labels."""
+        return self.head.indexOf(self.headButtons) < 0
+
+    def fit_header(self, avail: int | None = None) -> None:
+        """The buttons on the header's line where `avail` (the chat's width for a message) has
+        room for them, else on a line of their own below it, right-aligned."""
+        if avail is not None:
+            self.avail = avail
+        if self.avail is None:
+            return
+        below = self.avail < self.one_line_width()
+        if below == self.buttons_below():
+            return
+        lay = self.layout()
+        if below:
+            self.head.removeWidget(self.headButtons)
+            lay.insertWidget(1, self.headButtons, 0, Qt.AlignmentFlag.AlignRight)
+        else:
+            lay.removeWidget(self.headButtons)
+            self.head.addWidget(self.headButtons)
 
     def _refresh_memory(self) -> None:
         mem, m = self.memory, self.message
@@ -407,6 +447,23 @@ class ChatView(QScrollArea):
         m = self._layout.contentsMargins()
         if m.left() != side:
             self._layout.setContentsMargins(side, m.top(), side, m.bottom())
+        self._fit_headers()
+
+    def viewportEvent(self, e):  # noqa: N802
+        if e.type() == QEvent.Type.Resize:  # (the scroll bar came or went: the messages' width did too)
+            QTimer.singleShot(0, self._fit_headers)
+        return super().viewportEvent(e)
+
+    def message_width(self) -> int:
+        """The width the chat gives each message: its view, less the reading margins."""
+        m = self._layout.contentsMargins()
+        return self.viewport().width() - m.left() - m.right()
+
+    def _fit_headers(self) -> None:
+        """Each message's buttons on its header's line, or below it where the chat is narrow."""
+        width = self.message_width()
+        for w in self.widgets:
+            w.fit_header(width)
 
     # -- scrolling --------------------------------------------------------------------
 
@@ -570,6 +627,7 @@ class ChatView(QScrollArea):
             m = w.message
             w.continueButton.setVisible(k == len(self.widgets) - 1 and m.role == "assistant" and bool(m.content)
                                         and m.status != "streaming" and (m.cut_short or m.status == "stopped"))
+        self._fit_headers()  # (Edit and Continue come and go: the header's width with them)
 
     def set_busy(self, busy: bool) -> None:
         """While a reply is written, nothing that changes the conversation is offered."""
