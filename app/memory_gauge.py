@@ -161,7 +161,10 @@ class MemoryGauge(QWidget):
                          f"{h.recurrent_layers} layers, {fmt_bytes(h.state_bytes)}" if d
                          else f"{fmt_bytes(h.state_bytes)}, fixed",
                          h.summary_tip(v.window)))
-        if v.local_layers:  # Gemma 3: most layers hold only their sliding window
+        # Gemma 3 / 4: most layers hold only their sliding window. In plain words only where that
+        # is less than the cache: with a window shorter than theirs they see what every layer sees,
+        # and "Most layers see only the last ~56 words" beside "Recent text ~48 words" misled.
+        if v.local_layers and (d or v.local_slots < v.capacity):
             rows.append(("Sliding-window layers" if d else "Most layers see only",
                          f"{v.local_layers} × {v.local_slots:,} slots" if d
                          else f"the last {words(v.local_slots)} words",

@@ -497,7 +497,7 @@ class SettingsPanel(QWidget):
                  f"Memory: {fmt_bytes(plan.kv_bytes)}{' (the smallest possible)' if floor else ''}"]
         if hybrid is not None and hybrid.snapshot_bytes:  # copies of the summary, beside the cache
             lines[2] += f", and up to {fmt_bytes(hybrid.snapshot_bytes)} more for quick edits"
-        if getattr(plan, "local_layers", 0):
+        if getattr(plan, "local_layers", 0) and plan.local_slots < plan.capacity:  # (else they see it all)
             lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
         same = self._same_as_applied(plan)
         if same is not None:  # (on the memory's line: the panel must fit 800 px)
