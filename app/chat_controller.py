@@ -143,6 +143,12 @@ class ChatController:
         if self.messages and self.messages[-1].role == "assistant":
             last = self.messages[-1]
             if last.store_id is None or not last.content:  # never stored, or nothing in it: not a version
+                # ...but it was one of the question's replies: the new one follows the same question.
+                # (By default it followed the store's shown branch, where deleting this one had shown
+                # the version it replaced again: after a Regenerate that failed, the next reply was
+                # stored after that older reply, two replies in a row once the chat was reopened.)
+                if last.store_id is not None and last.parent_id is not None:
+                    parent = last.parent_id
                 self._remove_from(len(self.messages) - 1)
             else:
                 parent, replaces = last.parent_id, last.store_id
