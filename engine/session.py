@@ -246,6 +246,9 @@ class ChatSession:
             raise SettingsError("there is no user message to answer again")
         t0 = time.perf_counter()
         logits = yield from self._resync(add_generation_prompt=True)
+        if logits is None:  # stopped while re-reading (a hybrid's re-read can take seconds): no reply
+            yield self._done("cancelled", [], self.decoder.ring.cache_tokens, time.perf_counter() - t0, 0.0, 0.0)
+            return
         yield from self._generate(logits, overrides, self.decoder.ring.cache_tokens, time.perf_counter() - t0)
 
     def edit_last(self, text: str, **overrides) -> Iterator:

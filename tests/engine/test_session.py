@@ -316,3 +316,25 @@ def test_a_stopped_reply_continues_on_the_same_cache(tiny):
     assert not again and more.prompt_tokens == 1  # the stopped reply's last token, nothing re-read
     assert more.reply.startswith(stopped) and more.reply_tokens == len(s._chunks[-1].ids)
     assert s.stats().tokens_seen == sum(len(c.ids) for c in s._chunks) - 1  # (the last one is fed next turn)
+
+
+def test_stop_while_a_regenerate_re_reads_the_chat(tiny):
+    """Stop pressed while a Regenerate re-reads the conversation ends it as cancelled (no reply,
+    no error), and the next Regenerate answers. Before, the re-read's missing logits went on to
+    the sampler: an IndexError, seen in the window with a Qwen3.5 file, whose re-read is long."""
+    from engine.events import PrefillProgress
+
+    s = ChatSession(tiny, plan_memory(tiny.config, window=256), sampling=LONG.with_(max_tokens=8))
+    run(s.stream("a long message to read again " * 12))
+    events = []
+    for ev in s.regenerate():
+        events.append(ev)
+        if isinstance(ev, PrefillProgress):
+            s.cancel()
+    assert any(isinstance(ev, PrefillProgress) for ev in events)  # it was stopped mid re-read
+    done = events[-1]
+    assert isinstance(done, Done) and done.reason == "cancelled" and done.generated_tokens == 0
+    assert s.messages[-1]["role"] == "user"  # the old reply is gone, no new one began
+    _, again = run(s.regenerate())
+    assert again.reason == "max_tokens" and again.generated_tokens == 8
+    assert [m["role"] for m in s.messages] == ["user", "assistant"]
