@@ -364,6 +364,7 @@ class ChatSession:
 
     def resync(self) -> Rebuilt | None:
         """Re-encode the cache from the conversation now, if there is one."""
+        self._cancel.clear()  # a Stop pressed before belonged to the reply it stopped, not to this re-read
         if not self.messages:
             self._dirty = False
             return None

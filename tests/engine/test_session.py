@@ -338,3 +338,25 @@ def test_stop_while_a_regenerate_re_reads_the_chat(tiny):
     _, again = run(s.regenerate())
     assert again.reason == "max_tokens" and again.generated_tokens == 8
     assert [m["role"] for m in s.messages] == ["user", "assistant"]
+
+
+def test_a_stop_does_not_outlive_the_reply_it_stopped(tiny):
+    """After Stop, Apply (new memory settings) and Pin re-read the conversation into the cache.
+    Before, the stop flag stayed set until the next message, so their re-read quit at once: the
+    cache held nothing (found by QA in the window: 'cache 0 / 75' after Apply), and the next
+    message re-read the whole chat."""
+    s = ChatSession(tiny, plan_memory(tiny.config, window=256), system="Be brief.",
+                    sampling=LONG.with_(max_tokens=10_000))
+    n = 0
+    for ev in s.stream("hello there " * 8):
+        if isinstance(ev, Token):
+            n += 1
+            if n == 20:
+                s.cancel()
+    held = s.stats().cache_tokens
+    assert held > 20
+    s.apply_plan(plan_memory(tiny.config, window=128))
+    assert s.stats().cache_tokens >= min(held, 128) - 1
+    s.cancel()  # another Stop, then a pin
+    s.set_pinned(0, True)
+    assert s.stats().cache_tokens >= min(held, 128) - 1
