@@ -118,6 +118,25 @@ def _value(c: _Cursor, vtype: int, depth: int = 0):
     raise HeaderError(f"unknown metadata value type {vtype}")
 
 
+def _tensor_bytes(gguf, ttype: int, dims: list[int]) -> int:
+    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ttype)]
+    n = 1
+    for x in dims:
+        n *= x
+    return n // block * type_size
+
+
+def _check_complete(h: Header, header_end: int, extent: int, size: int) -> None:
+    """A file whose tensors run past its end is cut short: an interrupted download or copy, the
+    commonest broken model file. Said here, so the library does not list it as one to run."""
+    align = h.metadata.get("general.alignment", 32)
+    align = align if isinstance(align, int) and not isinstance(align, bool) and align > 0 else 32
+    data_start = -(-header_end // align) * align
+    if data_start + extent > size:
+        have, need = size / 1e6, (data_start + extent) / 1e6
+        raise HeaderError(f"the file is cut short ({have:,.0f} of {need:,.0f} MB; an incomplete download?)")
+
+
 def read_header(path: str | Path) -> Header:
     """The header of a GGUF file; HeaderError (one line) for anything else."""
     import gguf
@@ -142,6 +161,7 @@ def read_header(path: str | Path) -> Header:
                 if n_kv > _MAX_KV or n_tensors > _MAX_TENSORS:
                     raise HeaderError(f"implausible header ({n_tensors} tensors, {n_kv} metadata entries)")
                 h = Header(version)
+                extent = 0  # where the last tensor's data ends, after the data section's start
                 for _ in range(n_kv):
                     key = c.string()
                     vtype = c.unpack("<I")
@@ -155,12 +175,14 @@ def read_header(path: str | Path) -> Header:
                         raise HeaderError(f"tensor {name} claims {n_dims} dimensions")
                     dims = [c.unpack("<Q") for _ in range(n_dims)]
                     ttype = c.unpack("<I")
-                    c.take(8)  # data offset
+                    offset = c.unpack("<Q")
                     try:
                         tname = gguf.GGMLQuantizationType(ttype).name
-                    except ValueError:
+                        extent = max(extent, offset + _tensor_bytes(gguf, ttype, dims))
+                    except (ValueError, KeyError):
                         tname = f"type {ttype}"
                     h.tensors[name] = (tname, tuple(reversed(dims)))
+                _check_complete(h, c.pos, extent, size)
                 return h
             finally:
                 del c

@@ -174,6 +174,19 @@ def test_hostile_headers_never_crash_the_reader(tmp_path):
             assert "\n" not in str(e)
 
 
+def test_a_file_cut_short_is_listed_as_such_not_as_one_to_run(tmp_path):
+    """An interrupted download: the header is whole, the weights are not. The library says so
+    instead of listing it as one that fits (the loader would refuse it only once chosen)."""
+    good = write_tiny_gguf(tmp_path / "good.gguf")
+    data = good.read_bytes()
+    assert library.describe(good).supported
+    for keep in (len(data) - 1, len(data) // 2):
+        cut = tmp_path / f"cut{keep}.gguf"
+        cut.write_bytes(data[:keep])
+        e = library.describe(cut)
+        assert not e.supported and "cut short" in e.note and "incomplete download" in e.note, e.note
+
+
 def test_cli_lists_the_library_as_json_and_finds_models_by_name(fake_home, tmp_path):
     home, extra = fake_home
     env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
