@@ -89,7 +89,19 @@ def read_gguf(path: str | os.PathLike):
         with np.errstate(all="ignore"):  # wrapped uint64 sums in the reader: caught by the checks below
             return _checked_reader(gguf)(p, "r")
     except (ValueError, IndexError, KeyError, TypeError, struct.error, OverflowError, MemoryError) as e:
-        raise ModelFileError(f"malformed GGUF file ({type(e).__name__}: {_short(e)}): {p}") from None
+        cut = _cut_short(p)  # the commonest broken file, said in plain words rather than the parser's
+        raise ModelFileError(cut or f"malformed GGUF file ({type(e).__name__}: {_short(e)}): {p}") from None
+
+
+def _cut_short(p: Path) -> str | None:
+    from .gguf_header import HeaderError, read_header
+
+    try:
+        read_header(p)
+    except HeaderError as e:
+        if "cut short" in str(e):
+            return f"{p.name}: {e}"
+    return None
 
 
 _READER_CLASS = None

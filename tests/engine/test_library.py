@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import library
+from engine import library, load_model
+from engine.errors import ModelFileError
 from engine.gguf_header import HeaderError, read_header
 from tests.fixtures.family_gguf import write_family_gguf
 from tests.fixtures.tiny_gguf import write_tiny_gguf
@@ -185,6 +186,8 @@ def test_a_file_cut_short_is_listed_as_such_not_as_one_to_run(tmp_path):
         cut.write_bytes(data[:keep])
         e = library.describe(cut)
         assert not e.supported and "cut short" in e.note and "incomplete download" in e.note, e.note
+        with pytest.raises(ModelFileError, match="cut short"):  # and loading it says the same
+            load_model(cut)
 
 
 def test_cli_lists_the_library_as_json_and_finds_models_by_name(fake_home, tmp_path):
