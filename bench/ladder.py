@@ -354,27 +354,30 @@ def run(args, R) -> int:
         + ", ".join(engines) + (f" (llama.cpp skipped: {skipped})" if skipped else ""))
     rows, errors = [], []
     for rung in wanted:
-        for n, qtype in enumerate(types):
-            t0 = time.perf_counter()
-            try:  # the F16 source is kept while more of the rung's types are to be made
-                path = write(rung, qtype, tokenizer_from, keep_source=any(t in QUANTIZED for t in types[n + 1 :]))
-            except RuntimeError as e:
-                errors.append(f"{rung.name} {qtype}: {e}")
-                log(f"{rung.name} {qtype}: skipped: {e}")
-                continue
-            log(f"{rung.name} {qtype}: {path.stat().st_size / 1e6:.0f} MB ({time.perf_counter() - t0:.0f}s to get the file)")
-            spec = R.build_spec(args, path, s)
-            spec["llama_ctx_speed"] = max(-(-((R._capacity(path) or 0) + 8) // 256) * 256, 512)
-            spec_path = log_dir / f"{rung.name}-{qtype}.json"
-            spec_path.write_text(json.dumps(spec))
-            try:
-                sp = R.run_speed(engines, spec, spec_path, log_dir, env, log)
-            except R.WorkerError as e:
-                errors.append(f"{rung.name} {qtype}: {e}")
-                log(f"  failed: {e}")
-                continue
-            rows.append(_row(rung, qtype, path, sp, engines))
-        drop_source(rung)
+        try:  # (finally: an interrupted run leaves no multi-GB F16 source behind)
+            for n, qtype in enumerate(types):
+                t0 = time.perf_counter()
+                more = any(t in QUANTIZED for t in types[n + 1 :])  # keep the F16 source for them
+                try:
+                    path = write(rung, qtype, tokenizer_from, keep_source=more)
+                except RuntimeError as e:
+                    errors.append(f"{rung.name} {qtype}: {e}")
+                    log(f"{rung.name} {qtype}: skipped: {e}")
+                    continue
+                log(f"{rung.name} {qtype}: {path.stat().st_size / 1e6:.0f} MB ({time.perf_counter() - t0:.0f}s to get the file)")
+                spec = R.build_spec(args, path, s)
+                spec["llama_ctx_speed"] = max(-(-((R._capacity(path) or 0) + 8) // 256) * 256, 512)
+                spec_path = log_dir / f"{rung.name}-{qtype}.json"
+                spec_path.write_text(json.dumps(spec))
+                try:
+                    sp = R.run_speed(engines, spec, spec_path, log_dir, env, log)
+                except R.WorkerError as e:
+                    errors.append(f"{rung.name} {qtype}: {e}")
+                    log(f"  failed: {e}")
+                    continue
+                rows.append(_row(rung, qtype, path, sp, engines))
+        finally:
+            drop_source(rung)
     report = {"schema": 1, "kind": "ladder", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "engines": list(engines),
               "llamacpp_skipped": skipped, "settings": {k: s[k] for k in ("prefill", "decode", "repeat")},
               "rows": rows, "errors": errors,

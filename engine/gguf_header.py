@@ -3,9 +3,11 @@ what the model library lists for every file it finds (hundreds of files, some of
 
 The metadata's scalars are kept, and short numeric arrays (the per-layer lists of the 2026
 families: Gemma 4's sliding-window pattern and FFN widths, Qwen3.5's rotary sections); any
-other array keeps only its length (a 262k-token vocabulary is walked, not built). The tensor table is kept whole (names, types, shapes): it is what the
-weights will take. Every count and length is checked against the file's size before it is
-used, and a file that lies is one HeaderError line, as the loader's own checks do.
+other array keeps only its length (a 262k-token vocabulary is walked, not built). The tensor
+table is kept whole (names, types, shapes): it is what the weights will take. Every count and
+length is checked against the file's size before it is used, every tensor's data must end inside
+the file (a download cut short is said so), and a file that lies is one HeaderError line, as the
+loader's own checks do.
 """
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ _MAX_DIMS = 8
 _MAX_KEY = 1 << 16  # bytes of a key or a scalar string
 # Numeric arrays up to this long are kept as lists (per-layer metadata: at most 1,024 layers in
 # the loader's limits); longer ones (scores and token types: two per vocabulary token) by length.
-_MAX_KEPT_ARRAY = 4096
+# A header keeps at most _MAX_KEPT_ITEMS such numbers in all (a Python list costs ~8x the file's
+# bytes: a hostile file of many short arrays must not make the library's listing huge).
+_MAX_KEPT_ARRAY = 1024
+_MAX_KEPT_ITEMS = 1 << 16
 
 
 class HeaderError(ValueError):
@@ -55,6 +60,7 @@ class Header:
 class _Cursor:
     def __init__(self, buf, size: int):
         self.buf, self.size, self.pos = buf, size, 0
+        self.kept = 0  # numbers kept in lists so far (_MAX_KEPT_ITEMS)
 
     def take(self, n: int) -> int:
         start = self.pos
@@ -100,8 +106,9 @@ def _value(c: _Cursor, vtype: int, depth: int = 0):
         if depth > 2:
             raise HeaderError("metadata arrays nested too deep")
         itype, n = c.unpack("<I"), c.unpack("<Q")
-        if itype in _SCALARS and depth == 0 and n <= _MAX_KEPT_ARRAY:
+        if itype in _SCALARS and depth == 0 and n <= _MAX_KEPT_ARRAY and c.kept + n <= _MAX_KEPT_ITEMS:
             fmt = _SCALARS[itype]
+            c.kept += n
             return list(struct.unpack_from(f"<{n}{fmt[1:]}", c.buf, c.take(n * struct.calcsize(fmt))))
         if itype in _SCALARS:
             c.take(n * struct.calcsize(_SCALARS[itype]))
@@ -129,12 +136,23 @@ def _tensor_bytes(gguf, ttype: int, dims: list[int]) -> int:
 def _check_complete(h: Header, header_end: int, extent: int, size: int) -> None:
     """A file whose tensors run past its end is cut short: an interrupted download or copy, the
     commonest broken model file. Said here, so the library does not list it as one to run."""
+    if extent == 0:  # no tensor data (a vocabulary-only file): nothing to be cut
+        return
     align = h.metadata.get("general.alignment", 32)
     align = align if isinstance(align, int) and not isinstance(align, bool) and align > 0 else 32
-    data_start = -(-header_end // align) * align
-    if data_start + extent > size:
-        have, need = size / 1e6, (data_start + extent) / 1e6
-        raise HeaderError(f"the file is cut short ({have:,.0f} of {need:,.0f} MB; an incomplete download?)")
+    need = -(-header_end // align) * align + extent
+    if need <= size:
+        return
+    if need > 4 * size + (1 << 30):  # no download stops that early: an offset or shape is garbage
+        raise HeaderError("its tensor table points past the end of the file (the file is damaged)")
+    raise HeaderError(f"the file is cut short ({_size(size)} of {_size(need)}; an incomplete download?)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} bytes"
 
 
 def read_header(path: str | Path) -> Header:
@@ -199,3 +217,5 @@ def read_header(path: str | Path) -> Header:
         raise HeaderError(f"cannot read the file ({e.strerror or e})") from None
     except (struct.error, ValueError, OverflowError) as e:
         raise HeaderError(f"malformed header ({type(e).__name__})") from None
+    except MemoryError:
+        raise HeaderError("its header is too large to read") from None

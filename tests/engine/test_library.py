@@ -190,6 +190,27 @@ def test_a_file_cut_short_is_listed_as_such_not_as_one_to_run(tmp_path):
             load_model(cut)
 
 
+def test_the_header_reader_keeps_short_lists_within_a_bound(tmp_path):
+    """Per-layer lists are kept; a file of many of them keeps at most _MAX_KEPT_ITEMS numbers in
+    lists (the rest by length), and a file with no tensor data at all is not 'cut short'."""
+    import gguf
+
+    from engine import gguf_header
+
+    w = gguf.GGUFWriter(str(tmp_path / "lists.gguf"), "llama")
+    w.add_array("llama.feed_forward_length", [256] * 30)
+    for i in range(100):
+        w.add_array(f"junk.{i}", [0.5] * 1024)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.close()
+    h = read_header(tmp_path / "lists.gguf")
+    assert h.metadata["llama.feed_forward_length"] == [256] * 30
+    kept = sum(len(v) for v in h.metadata.values() if isinstance(v, list))
+    assert kept <= gguf_header._MAX_KEPT_ITEMS < 30 + 100 * 1024
+    assert len(h.metadata["junk.99"]) == 1024  # past the bound: by its length only
+
+
 def test_cli_lists_the_library_as_json_and_finds_models_by_name(fake_home, tmp_path):
     home, extra = fake_home
     env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
