@@ -800,13 +800,9 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
         qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
         return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
-    out, nb = d.shape
-    pad = -out % GROUP
-    if pad:
-        q = np.concatenate([q, np.zeros((pad, q.shape[1]), q.dtype)])
-        d = np.concatenate([d, np.zeros((pad, nb), d.dtype)])
-        m = None if m is None else np.concatenate([m, np.zeros((pad, nb), m.dtype)])
-    G = (out + pad) // GROUP
+    nb = d.shape[1]
+    q, d, m = _pad_groups(q, d, m)
+    G = d.shape[0] // GROUP
     if fmt == "q8_0":
         u = (q.view(np.uint8) ^ 0x80).reshape(G, GROUP, nb, 8, 4)
     else:
@@ -816,15 +812,22 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
     return qi, si(d), si(m)
 
 
+def _pad_groups(*arrays):
+    """Arrays of rows [out, ...] padded with zero rows to whole groups of GROUP (None stays None):
+    the kernel's layout interleaves rows 8 at a time."""
+    pad = -arrays[0].shape[0] % GROUP
+    if not pad:
+        return arrays
+    return tuple(None if a is None else np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in arrays)
+
+
 def _interleave_xs(q: np.ndarray, d: np.ndarray, ls: np.ndarray):
     """interleave for iq4_xs: the nibbles as q4_x's; per group and super-block the 8 rows' d, and
     their 6-bit scales packed as qmatmul.cc reads them (48 bytes: low 4 bits of rows r and r + 4
     in byte 4j + r, the high 2 bits at bits 2 row of a 16-bit word per block)."""
-    out, nsb = d.shape
-    pad = -out % GROUP
-    if pad:
-        q, d, ls = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (q, d, ls))
-    G = (out + pad) // GROUP
+    nsb = d.shape[1]
+    q, d, ls = _pad_groups(q, d, ls)
+    G = d.shape[0] // GROUP
     qi = q.reshape(G, GROUP, nsb * 8, 4, 4).transpose(0, 2, 3, 1, 4).reshape(G, nsb * 8, QK // 2 * GROUP)
     di = d.reshape(G, GROUP, nsb).transpose(0, 2, 1)
     s = ls.reshape(G, GROUP, nsb, 8).transpose(0, 2, 3, 1).astype(np.uint16)  # [G, nsb, block, row]
@@ -839,11 +842,8 @@ def _interleave_lowk(u: np.ndarray, d: np.ndarray, m: np.ndarray, fmt: str):
     third (q5's 5th-bit lanes); per group and super-block the 8 rows' d (q2_k: then dmin), and
     their scales: q3_k's 6-bit ls packed as qmatmul.cc reads them (12 bytes a block: row r's 12
     bits at bit 12r, its first half's ls in the low 6), q2_k's bytes as [scale][row]."""
-    out, inp = u.shape
-    pad = -out % GROUP
-    if pad:
-        u, d, m = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (u, d, m))
-    G, nb, nsb = (out + pad) // GROUP, inp // QK, inp // QK_K
+    u, d, m = _pad_groups(u, d, m)
+    G, nb, nsb = u.shape[0] // GROUP, u.shape[1] // QK, u.shape[1] // QK_K
     v = u.reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, step k, j]
     lo = ((v & 3) << (2 * np.arange(4, dtype=np.uint8)).reshape(4, 1)).sum(axis=-2, dtype=np.uint8)  # [G, row, block, half, j]
     qi = lo.transpose(0, 2, 3, 1, 4).reshape(G, nb, QK // 4 * GROUP)
@@ -869,9 +869,7 @@ def _nibbles(v: np.ndarray) -> np.ndarray:
 def _fifth_bits(u: np.ndarray) -> np.ndarray:
     """The 5th bits of values [out, in] -> [G, nb, 32]: per group and block, lane (row, j) holds
     value 4k + j's bit at bit k and value 16 + 4k + j's at bit 4 + k (qmatmul.cc's layout)."""
-    pad = -u.shape[0] % GROUP
-    if pad:
-        u = np.concatenate([u, np.zeros((pad, u.shape[1]), u.dtype)])
+    u, = _pad_groups(u)
     G, nb = u.shape[0] // GROUP, u.shape[1] // QK
     h = (u >> 4).reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, k, j]
     shift = (4 * np.arange(2, dtype=np.uint8)[:, None] + np.arange(4, dtype=np.uint8)).reshape(2, 4, 1)
@@ -882,11 +880,9 @@ def _fifth_bits(u: np.ndarray) -> np.ndarray:
 def _interleave_k(q: np.ndarray, d: np.ndarray, bits: np.ndarray):
     """interleave for q4_k: the nibbles as q4_x's; per group and super-block the 8 rows' d then
     dmin (16 f16), and their scales and mins packed as qmatmul.cc reads them (96 bytes)."""
-    out, nsb, _ = d.shape
-    pad = -out % GROUP
-    if pad:
-        q, d, bits = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (q, d, bits))
-    G = (out + pad) // GROUP
+    nsb = d.shape[1]
+    q, d, bits = _pad_groups(q, d, bits)
+    G = d.shape[0] // GROUP
     qi = q.reshape(G, GROUP, nsb * 8, 4, 4).transpose(0, 2, 3, 1, 4).reshape(G, nsb * 8, QK // 2 * GROUP)
     di = d.reshape(G, GROUP, nsb, 2).transpose(0, 2, 3, 1).reshape(G, nsb, _K_D)
     b = bits.reshape(G, GROUP, nsb, 2, 8).transpose(0, 2, 3, 4, 1).astype(np.uint32)  # [G, nsb, sc|mn, block, row]
@@ -902,11 +898,8 @@ def _interleave_6k(u: np.ndarray, d: np.ndarray, sc: np.ndarray):
     """interleave for q6_k: each block's low 4 bits as q4_x's nibbles, then its high 2 bits in
     two 32-byte steps ([half][8 rows][4]: values 16 half + 4k + j at bits 2k); per group and
     super-block the 8 rows' d, and their scales as [block][half][row] (qmatmul.cc's layout)."""
-    out, inp = u.shape
-    pad = -out % GROUP
-    if pad:
-        u, d, sc = (np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in (u, d, sc))
-    G, nb, nsb = (out + pad) // GROUP, inp // QK, inp // QK_K
+    u, d, sc = _pad_groups(u, d, sc)
+    G, nb, nsb = u.shape[0] // GROUP, u.shape[1] // QK, u.shape[1] // QK_K
     v = u.reshape(G, GROUP, nb, 2, 4, 4)  # [G, row, block, half, step k, j]
     lo = ((v[:, :, :, 0] & 15) | (v[:, :, :, 1] & 15) << 4).astype(np.uint8)  # [G, row, block, k, j]
     nib = lo.transpose(0, 2, 3, 1, 4).reshape(G, nb, 128)
