@@ -29,7 +29,13 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   steps), f16 d and dmin per super-block and the file's scale bytes, 4-bit sc and mn per 16.
   Like q6_k, both are held so only where the kernel multiplies them at speed (every vector
   build); elsewhere, and in the XLA path, they are re-quantized to q8_0 (a scale per 16 values
-  has no xla_q8 form).
+  has no xla_q8 form);
+- `iq3_xxs`, `iq3_s`: llama.cpp's IQ3_XXS and IQ3_S as stored: per 32 values 8 indices into
+  llama.cpp's grids of 4 values (8-bit; 9-bit for iq3_s), a sign per value (iq3_xxs: 7 stored
+  signs per 8, the 8th their parity) and a 4-bit scale ls, w = d (2 ls + 1) / 4 (iq3_xxs) or
+  d (2 ls + 1) (iq3_s) times the signed grid value, with an f16 d per super-block (qmatmul.cc
+  has the byte layout). Held so where the kernel multiplies them at speed; re-quantized to
+  q8_0 elsewhere and in the XLA path.
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
@@ -69,7 +75,9 @@ QK = 32
 F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
-FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs", "q3_k", "q2_k")
+FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs", "q3_k", "q2_k",
+           "iq3_xxs", "iq3_s")
+IQ3 = ("iq3_xxs", "iq3_s")
 FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
 IQ4 = ("iq4_nl", "iq4_xs")
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
@@ -79,7 +87,19 @@ XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
                 "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
                 "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP,
-                "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP}
+                "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP, "iq3_xxs": 12 * GROUP, "iq3_s": 27 * GROUP // 2}
+# iq3's sign words' offset in a group's block (iq3_s: after the 9th bits), and its row-layout widths
+_IQ3_SIGNS = {"iq3_xxs": 64, "iq3_s": 72}
+
+
+def _iq3_grid(fmt: str) -> np.ndarray:
+    """llama.cpp's grid of IQ3_XXS (256 entries) or IQ3_S (512): uint8 [n, 4], as gguf-py has it."""
+    import gguf.quants
+
+    cls = gguf.quants.IQ3_XXS if fmt == "iq3_xxs" else gguf.quants.IQ3_S
+    if cls.grid is None:
+        cls.init_grid()
+    return np.asarray(cls.grid).reshape(-1, 4).astype(np.uint8)
 # q3_k's and q2_k's per-group, per-super-block scale bytes (m)
 _K3_M, _K2_M = 12 * GROUP, 16 * GROUP
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
@@ -242,6 +262,22 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
             shift = (4 * jnp.arange(2, dtype=jnp.uint8)[:, None] + jnp.arange(4, dtype=jnp.uint8)).reshape(2, 4, 1, 1)
             hi = jnp.moveaxis(((hb >> shift) & 1).astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
             v = v + 4.0 * hi - 4.0
+    elif fmt in IQ3:  # grid entries [nb, step, row, 4] with each value's sign (bit v of the row's word)
+        idx = q[..., : 8 * GROUP].reshape(*lead, nb, 8, GROUP).astype(jnp.int32)
+        if fmt == "iq3_s":  # the 9th bits: bit k of row's byte
+            hb = q[..., 8 * GROUP : 9 * GROUP].reshape(*lead, nb, 1, GROUP).astype(jnp.int32)
+            idx = idx | (((hb >> jnp.arange(8, dtype=jnp.int32).reshape(8, 1)) & 1) << 8)
+        g = jnp.asarray(_iq3_grid(fmt), jnp.float32)[idx]  # [nb, step, row, 4]
+        g = jnp.moveaxis(g, -2, -3).reshape(*lead, nb, GROUP, QK)  # [nb, row, 32]
+        at = _IQ3_SIGNS[fmt]
+        sw = q[..., at : at + 4 * GROUP].reshape(*lead, nb, GROUP, 4).astype(jnp.int32)  # [nb, row, byte l]
+        if fmt == "iq3_xxs":  # 7 stored signs, the 8th their parity
+            b = sw & 0x7F
+            p = b ^ (b >> 4)
+            p = p ^ (p >> 2)
+            sw = b | ((p ^ (p >> 1)) & 1) << 7
+        neg = ((sw[..., None] >> jnp.arange(8, dtype=jnp.int32)) & 1).reshape(*lead, nb, GROUP, QK)
+        return jnp.moveaxis(g * (1 - 2 * neg).astype(jnp.float32), -2, -3)
     else:  # [nb, 4 steps, 8 rows, 4]: low nibbles values 4k+j, high 16+4k+j
         b = q.reshape(*lead, nb, 4, GROUP, 4)
         v = jnp.stack([b & 0x0F, b >> 4], axis=-4).astype(jnp.float32)  # [nb, 2, 4, 8, 4]
@@ -313,6 +349,23 @@ def _k2_scales(d: jax.Array, m: jax.Array) -> tuple[jax.Array, jax.Array]:
             _per16(dd[..., 1:2, :] * (-(b >> 4)).astype(jnp.float32)))
 
 
+def _iq3_scales(q: jax.Array, d: jax.Array, fmt: str) -> jax.Array:
+    """iq3's groups q [..., nb, bytes] and d [..., nsb, 8] f16 -> each block's db, f32 [..., 8 rows,
+    nb, 1]: d (2 ls + 1) / 4 (iq3_xxs), d (2 ls + 1) (iq3_s), as the kernel forms them."""
+    *lead, nb, _ = q.shape
+    if fmt == "iq3_xxs":  # ls's bit l at bit 7 of sign byte l
+        sw = q[..., 64 : 64 + 4 * GROUP].reshape(*lead, nb, GROUP, 4).astype(jnp.int32)
+        ls = (((sw >> 7) & 1) << jnp.arange(4, dtype=jnp.int32)).sum(-1)  # [nb, row]
+    else:  # rows 2i and 2i + 1 in byte 104 + i's low and high nibble
+        b = q[..., 104:108].astype(jnp.int32)
+        ls = jnp.stack([b & 15, b >> 4], axis=-1).reshape(*lead, nb, GROUP)
+    dd = jnp.repeat(half.to_f32(d), QK_K // QK, axis=-2)  # [nb, row]
+    db = dd * (2 * ls + 1).astype(jnp.float32)
+    if fmt == "iq3_xxs":
+        db = db * 0.25
+    return jnp.moveaxis(db, -1, -2)[..., None]
+
+
 def _xs_scales(d: jax.Array, m: jax.Array) -> jax.Array:
     """iq4_xs's d [..., nsb, 8] f16 and 6-bit scales [..., nsb, 48] -> each block's d (ls - 32),
     f32 [..., 8 rows, nb, 1]."""
@@ -372,6 +425,8 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
     elif w.fmt == "q2_k":
         dw, coef = _k2_scales(_groups(w.d, _K_D), _groups(w.m, _K2_M))
         v = v * dw + coef
+    elif w.fmt in IQ3:
+        v = v * _iq3_scales(_groups(w.q, _BLOCK_BYTES[w.fmt]), _groups(w.d, GROUP), w.fmt)
     else:
         v = v * _scales(_groups(w.d, GROUP))
     if w.fmt in ("q4_1", "q5_1"):
@@ -405,6 +460,8 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
     elif w.fmt == "q2_k":
         dw, coef = _k2_scales(group(w.d), group(w.m))
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
+    elif w.fmt in IQ3:
+        v = _values(group(w.q), w.fmt)[i, r] * _iq3_scales(group(w.q), group(w.d), w.fmt)[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt in ("q4_1", "q5_1"):
@@ -734,6 +791,34 @@ def blocks_q2_k(raw: np.ndarray):
     return u, d, np.ascontiguousarray(b[:, 0:16]).reshape(rows, -1, 16)
 
 
+def blocks_iq3_xxs(raw: np.ndarray):
+    """IQ3_XXS super-blocks (llama.cpp's block_iq3_xxs: an f16 d, 64 grid indices, then per block of
+    32 a 32-bit word of four 7-bit sign indices and the 4-bit ls at bits 28-31) -> iq3_xxs rows:
+    q [rows, nb, 12] (a block's 8 indices, then its sign word as the kernel reads it: byte l the
+    7-bit index l, ls's bit l at bit 7), d [rows, nsb] f16."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 98)
+    aux = np.ascontiguousarray(b[:, 66:98]).view("<u4").reshape(-1, 8, 1)  # [n, block]
+    l = np.arange(4, dtype=np.uint32)
+    sign = ((aux >> (7 * l)) & 0x7F) | (((aux >> (28 + l)) & 1) << 7)  # [n, block, byte l]
+    q = np.concatenate([b[:, 2:66].reshape(-1, 8, 8), sign.astype(np.uint8)], axis=-1)
+    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    return q.reshape(rows, -1, 12), d, None
+
+
+def blocks_iq3_s(raw: np.ndarray):
+    """IQ3_S super-blocks (llama.cpp's block_iq3_s: an f16 d, 64 grid indices' low 8 bits, 8 bytes of
+    9th bits, 32 sign bytes, 4 bytes of 4-bit ls) -> iq3_s rows: q [rows, nb, 14] (a block's 8
+    indices, their 9th bits, its 4 sign bytes, its ls), d [rows, nsb] f16."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 110)
+    ls = (b[:, 106:110, None] >> np.array([0, 4], np.uint8)) & 15  # [n, block / 2, block % 2]
+    q = np.concatenate([b[:, 2:66].reshape(-1, 8, 8), b[:, 66:74].reshape(-1, 8, 1), b[:, 74:106].reshape(-1, 8, 4),
+                        ls.reshape(-1, 8, 1)], axis=-1)
+    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    return q.reshape(rows, -1, 14), d, None
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
@@ -746,7 +831,9 @@ NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "IQ4_NL": ("iq4_nl", blocks_iq4_nl),
           "IQ4_XS": ("iq4_xs", blocks_iq4_xs),
           "Q3_K": ("q3_k", blocks_q3_k),
-          "Q2_K": ("q2_k", blocks_q2_k)}
+          "Q2_K": ("q2_k", blocks_q2_k),
+          "IQ3_XXS": ("iq3_xxs", blocks_iq3_xxs),
+          "IQ3_S": ("iq3_s", blocks_iq3_s)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -797,6 +884,8 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return _interleave_xs(q, d, m)
     if fmt in ("q3_k", "q2_k"):
         return _interleave_lowk(q, d, m, fmt)
+    if fmt in IQ3:
+        return _interleave_iq3(q, d, fmt)
     if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
         qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
         return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
@@ -819,6 +908,23 @@ def _pad_groups(*arrays):
     if not pad:
         return arrays
     return tuple(None if a is None else np.concatenate([a, np.zeros((pad, *a.shape[1:]), a.dtype)]) for a in arrays)
+
+
+def _interleave_iq3(q: np.ndarray, d: np.ndarray, fmt: str):
+    """interleave for iq3_xxs and iq3_s (blocks_iq3_*'s rows q [out, nb, width]): per group and block
+    the 8 rows' indices as [step][row], iq3_s's 9th bits a byte a row, the rows' sign words, iq3_s's
+    ls two rows a byte (qmatmul.cc's layout); per group and super-block the 8 rows' d."""
+    q, d = _pad_groups(q, d)
+    G, nb, nsb = q.shape[0] // GROUP, q.shape[1], d.shape[1]
+    v = q.reshape(G, GROUP, nb, -1)
+    parts = [v[..., :8].transpose(0, 2, 3, 1).reshape(G, nb, 8 * GROUP)]
+    if fmt == "iq3_xxs":
+        parts.append(v[..., 8:12].transpose(0, 2, 1, 3).reshape(G, nb, 4 * GROUP))
+    else:
+        sc = v[..., 13].transpose(0, 2, 1)  # [G, nb, row]
+        parts += [v[..., 8].transpose(0, 2, 1), v[..., 9:13].transpose(0, 2, 1, 3).reshape(G, nb, 4 * GROUP),
+                  (sc[..., 0::2] | sc[..., 1::2] << 4).astype(np.uint8)]
+    return np.concatenate(parts, axis=-1), d.reshape(G, GROUP, nsb).transpose(0, 2, 1), None
 
 
 def _interleave_xs(q: np.ndarray, d: np.ndarray, ls: np.ndarray):
@@ -931,6 +1037,8 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + _K3_M))
     if fmt == "q2_k":
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K2_M))
+    if fmt in IQ3:
+        return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * 2 * GROUP)
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -968,6 +1076,8 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     if fmt == "q2_k":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K2_M), np.uint8)
+    if fmt in IQ3:
+        return q, aligned_empty((*lead, G, inp // QK_K, GROUP), np.float16), None
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 

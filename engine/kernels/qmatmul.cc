@@ -54,7 +54,7 @@ constexpr int QK = 32;
 
 // (Q4_KX and Q5_KX are q4_k and q5_k with a chunk's scales decoded to f32 first: qmatmul_rows'
 // choice, not layouts.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS, Q3_K, Q2_K };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -273,6 +273,22 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // q3_k, a block's halves combine as integers, sum(sc sum(q x)) scaled by d d_x into acc, and
 // the mins' -sum(mn sum(x)) scaled by dmin d_x into the tail (q4_1's offset term). The file's
 // 84 bytes a row and super-block.
+//
+// iq3_xxs and iq3_s are IQ3_XXS and IQ3_S as stored: per 32 values 8 indices into llama.cpp's
+// grids of 4 unsigned values (IQ3XXS_GRID, 256 entries, values 4..62; IQ3S_GRID, 512, 1..15), a
+// sign per value and a 4-bit scale ls, w = db * sign * grid value with an f16 d per super-block
+// (iq3_xxs: db = d (2 ls + 1) / 4; iq3_s: db = d (2 ls + 1)). Per group and block:
+//   bytes 8k + row: the index of row's step k (values 4k..4k+3), low 8 bits (64 bytes);
+//   iq3_s: bytes 64 + row: the 9th bits, bit k for step k (8 bytes);
+//   bytes S + 4 row (S = 64 iq3_xxs, 72 iq3_s): row's 32-bit sign word: iq3_s, the file's 4
+//     sign bytes (bit i of byte l: value 8l + i); iq3_xxs, byte l the file's 7-bit index into
+//     ksigns_iq2xs for values 8l..8l+7 (its 8th sign is the parity of the 7: an even count of
+//     minus signs) and, at bit 7, bit l of ls;
+//   iq3_s: bytes 104 + row / 2: ls, rows 2i and 2i + 1 in the low and high nibble (4 bytes).
+// Per group and super-block: d, 8 f16. The tiles look the grid up per step (a gather of the 8
+// rows' entries on AVX2), give each value its sign, and multiply as q8_0's unsigned w + 128
+// (NEON's dotprod and baseline and the SSE tile: signed w, as iq4's) with dw = db and coef =
+// -128 db. The files' 98 and 110 bytes a row and super-block.
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
@@ -283,6 +299,161 @@ constexpr bool iq4() { return F == Fmt::IQ4_NL || F == Fmt::IQ4_XS; }
 // IQ4's 16 values (llama.cpp's kvalues_iq4nl) plus 128: the unsigned byte the dot product takes
 // (the 128 comes off through the x block's sum, as q8_0's).
 alignas(16) constexpr uint8_t IQ4_U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+template <Fmt F>
+constexpr bool iq3() { return F == Fmt::IQ3_XXS || F == Fmt::IQ3_S; }
+// IQ3_XXS's and IQ3_S's grids: llama.cpp's iq3xxs_grid and iq3s_grid, copied verbatim from
+// ggml/src/ggml-common.h (ggml-org/llama.cpp, MIT licence, Copyright (c) 2023-2024 The ggml
+// authors). Each entry is 4 unsigned values, the first in the low byte.
+alignas(64) constexpr uint32_t IQ3XXS_GRID[256] = {
+    0x04040404, 0x04040414, 0x04040424, 0x04040c0c, 0x04040c1c, 0x04040c3e, 0x04041404, 0x04041414,
+    0x04041c0c, 0x04042414, 0x04043e1c, 0x04043e2c, 0x040c040c, 0x040c041c, 0x040c0c04, 0x040c0c14,
+    0x040c140c, 0x040c142c, 0x040c1c04, 0x040c1c14, 0x040c240c, 0x040c2c24, 0x040c3e04, 0x04140404,
+    0x04140414, 0x04140424, 0x04140c0c, 0x04141404, 0x04141414, 0x04141c0c, 0x04141c1c, 0x04141c3e,
+    0x04142c0c, 0x04142c3e, 0x04143e2c, 0x041c040c, 0x041c043e, 0x041c0c04, 0x041c0c14, 0x041c142c,
+    0x041c3e04, 0x04240c1c, 0x04241c3e, 0x04242424, 0x04242c3e, 0x04243e1c, 0x04243e2c, 0x042c040c,
+    0x042c043e, 0x042c1c14, 0x042c2c14, 0x04341c2c, 0x04343424, 0x043e0c04, 0x043e0c24, 0x043e0c34,
+    0x043e241c, 0x043e340c, 0x0c04040c, 0x0c04041c, 0x0c040c04, 0x0c040c14, 0x0c04140c, 0x0c04141c,
+    0x0c041c04, 0x0c041c14, 0x0c041c24, 0x0c04243e, 0x0c042c04, 0x0c0c0404, 0x0c0c0414, 0x0c0c0c0c,
+    0x0c0c1404, 0x0c0c1414, 0x0c14040c, 0x0c14041c, 0x0c140c04, 0x0c140c14, 0x0c14140c, 0x0c141c04,
+    0x0c143e14, 0x0c1c0404, 0x0c1c0414, 0x0c1c1404, 0x0c1c1c0c, 0x0c1c2434, 0x0c1c3434, 0x0c24040c,
+    0x0c24042c, 0x0c242c04, 0x0c2c1404, 0x0c2c1424, 0x0c2c2434, 0x0c2c3e0c, 0x0c34042c, 0x0c3e1414,
+    0x0c3e2404, 0x14040404, 0x14040414, 0x14040c0c, 0x14040c1c, 0x14041404, 0x14041414, 0x14041434,
+    0x14041c0c, 0x14042414, 0x140c040c, 0x140c041c, 0x140c042c, 0x140c0c04, 0x140c0c14, 0x140c140c,
+    0x140c1c04, 0x140c341c, 0x140c343e, 0x140c3e04, 0x14140404, 0x14140414, 0x14140c0c, 0x14140c3e,
+    0x14141404, 0x14141414, 0x14141c3e, 0x14142404, 0x14142c2c, 0x141c040c, 0x141c0c04, 0x141c0c24,
+    0x141c3e04, 0x141c3e24, 0x14241c2c, 0x14242c1c, 0x142c041c, 0x142c143e, 0x142c240c, 0x142c3e24,
+    0x143e040c, 0x143e041c, 0x143e0c34, 0x143e242c, 0x1c04040c, 0x1c040c04, 0x1c040c14, 0x1c04140c,
+    0x1c04141c, 0x1c042c04, 0x1c04342c, 0x1c043e14, 0x1c0c0404, 0x1c0c0414, 0x1c0c1404, 0x1c0c1c0c,
+    0x1c0c2424, 0x1c0c2434, 0x1c14040c, 0x1c14041c, 0x1c140c04, 0x1c14142c, 0x1c142c14, 0x1c143e14,
+    0x1c1c0c0c, 0x1c1c1c1c, 0x1c241c04, 0x1c24243e, 0x1c243e14, 0x1c2c0404, 0x1c2c0434, 0x1c2c1414,
+    0x1c2c2c2c, 0x1c340c24, 0x1c341c34, 0x1c34341c, 0x1c3e1c1c, 0x1c3e3404, 0x24040424, 0x24040c3e,
+    0x24041c2c, 0x24041c3e, 0x24042c1c, 0x24042c3e, 0x240c3e24, 0x24141404, 0x24141c3e, 0x24142404,
+    0x24143404, 0x24143434, 0x241c043e, 0x241c242c, 0x24240424, 0x24242c0c, 0x24243424, 0x242c142c,
+    0x242c241c, 0x242c3e04, 0x243e042c, 0x243e0c04, 0x243e0c14, 0x243e1c04, 0x2c040c14, 0x2c04240c,
+    0x2c043e04, 0x2c0c0404, 0x2c0c0434, 0x2c0c1434, 0x2c0c2c2c, 0x2c140c24, 0x2c141c14, 0x2c143e14,
+    0x2c1c0414, 0x2c1c2c1c, 0x2c240c04, 0x2c24141c, 0x2c24143e, 0x2c243e14, 0x2c2c0414, 0x2c2c1c0c,
+    0x2c342c04, 0x2c3e1424, 0x2c3e2414, 0x34041424, 0x34042424, 0x34042434, 0x34043424, 0x340c140c,
+    0x340c340c, 0x34140c3e, 0x34143424, 0x341c1c04, 0x341c1c34, 0x34242424, 0x342c042c, 0x342c2c14,
+    0x34341c1c, 0x343e041c, 0x343e140c, 0x3e04041c, 0x3e04042c, 0x3e04043e, 0x3e040c04, 0x3e041c14,
+    0x3e042c14, 0x3e0c1434, 0x3e0c2404, 0x3e140c14, 0x3e14242c, 0x3e142c14, 0x3e1c0404, 0x3e1c0c2c,
+    0x3e1c1c1c, 0x3e1c3404, 0x3e24140c, 0x3e24240c, 0x3e2c0404, 0x3e2c0414, 0x3e2c1424, 0x3e341c04,
+};
+alignas(64) constexpr uint32_t IQ3S_GRID[512] = {
+    0x01010101, 0x01010103, 0x01010105, 0x0101010b, 0x0101010f, 0x01010301, 0x01010303, 0x01010305,
+    0x01010309, 0x0101030d, 0x01010501, 0x01010503, 0x0101050b, 0x01010707, 0x01010901, 0x01010905,
+    0x0101090b, 0x0101090f, 0x01010b03, 0x01010b07, 0x01010d01, 0x01010d05, 0x01010f03, 0x01010f09,
+    0x01010f0f, 0x01030101, 0x01030103, 0x01030105, 0x01030109, 0x01030301, 0x01030303, 0x0103030b,
+    0x01030501, 0x01030507, 0x0103050f, 0x01030703, 0x0103070b, 0x01030909, 0x01030d03, 0x01030d0b,
+    0x01030f05, 0x01050101, 0x01050103, 0x0105010b, 0x0105010f, 0x01050301, 0x01050307, 0x0105030d,
+    0x01050503, 0x0105050b, 0x01050701, 0x01050709, 0x01050905, 0x0105090b, 0x0105090f, 0x01050b03,
+    0x01050b07, 0x01050f01, 0x01050f07, 0x01070107, 0x01070303, 0x0107030b, 0x01070501, 0x01070505,
+    0x01070703, 0x01070707, 0x0107070d, 0x01070909, 0x01070b01, 0x01070b05, 0x01070d0f, 0x01070f03,
+    0x01070f0b, 0x01090101, 0x01090307, 0x0109030f, 0x01090503, 0x01090509, 0x01090705, 0x01090901,
+    0x01090907, 0x01090b03, 0x01090f01, 0x010b0105, 0x010b0109, 0x010b0501, 0x010b0505, 0x010b050d,
+    0x010b0707, 0x010b0903, 0x010b090b, 0x010b090f, 0x010b0d0d, 0x010b0f07, 0x010d010d, 0x010d0303,
+    0x010d0307, 0x010d0703, 0x010d0b05, 0x010d0f03, 0x010f0101, 0x010f0105, 0x010f0109, 0x010f0501,
+    0x010f0505, 0x010f050d, 0x010f0707, 0x010f0b01, 0x010f0b09, 0x03010101, 0x03010103, 0x03010105,
+    0x03010109, 0x03010301, 0x03010303, 0x03010307, 0x0301030b, 0x0301030f, 0x03010501, 0x03010505,
+    0x03010703, 0x03010709, 0x0301070d, 0x03010b09, 0x03010b0d, 0x03010d03, 0x03010f05, 0x03030101,
+    0x03030103, 0x03030107, 0x0303010d, 0x03030301, 0x03030309, 0x03030503, 0x03030701, 0x03030707,
+    0x03030903, 0x03030b01, 0x03030b05, 0x03030f01, 0x03030f0d, 0x03050101, 0x03050305, 0x0305030b,
+    0x0305030f, 0x03050501, 0x03050509, 0x03050705, 0x03050901, 0x03050907, 0x03050b0b, 0x03050d01,
+    0x03050f05, 0x03070103, 0x03070109, 0x0307010f, 0x03070301, 0x03070307, 0x03070503, 0x0307050f,
+    0x03070701, 0x03070709, 0x03070903, 0x03070d05, 0x03070f01, 0x03090107, 0x0309010b, 0x03090305,
+    0x03090309, 0x03090703, 0x03090707, 0x03090905, 0x0309090d, 0x03090b01, 0x03090b09, 0x030b0103,
+    0x030b0301, 0x030b0307, 0x030b0503, 0x030b0701, 0x030b0705, 0x030b0b03, 0x030d0501, 0x030d0509,
+    0x030d050f, 0x030d0909, 0x030d090d, 0x030f0103, 0x030f0107, 0x030f0301, 0x030f0305, 0x030f0503,
+    0x030f070b, 0x030f0903, 0x030f0d05, 0x030f0f01, 0x05010101, 0x05010103, 0x05010107, 0x0501010b,
+    0x0501010f, 0x05010301, 0x05010305, 0x05010309, 0x0501030d, 0x05010503, 0x05010507, 0x0501050f,
+    0x05010701, 0x05010705, 0x05010903, 0x05010907, 0x0501090b, 0x05010b01, 0x05010b05, 0x05010d0f,
+    0x05010f01, 0x05010f07, 0x05010f0b, 0x05030101, 0x05030105, 0x05030301, 0x05030307, 0x0503030f,
+    0x05030505, 0x0503050b, 0x05030703, 0x05030709, 0x05030905, 0x05030b03, 0x05050103, 0x05050109,
+    0x0505010f, 0x05050503, 0x05050507, 0x05050701, 0x0505070f, 0x05050903, 0x05050b07, 0x05050b0f,
+    0x05050f03, 0x05050f09, 0x05070101, 0x05070105, 0x0507010b, 0x05070303, 0x05070505, 0x05070509,
+    0x05070703, 0x05070707, 0x05070905, 0x05070b01, 0x05070d0d, 0x05090103, 0x0509010f, 0x05090501,
+    0x05090507, 0x05090705, 0x0509070b, 0x05090903, 0x05090f05, 0x05090f0b, 0x050b0109, 0x050b0303,
+    0x050b0505, 0x050b070f, 0x050b0901, 0x050b0b07, 0x050b0f01, 0x050d0101, 0x050d0105, 0x050d010f,
+    0x050d0503, 0x050d0b0b, 0x050d0d03, 0x050f010b, 0x050f0303, 0x050f050d, 0x050f0701, 0x050f0907,
+    0x050f0b01, 0x07010105, 0x07010303, 0x07010307, 0x0701030b, 0x0701030f, 0x07010505, 0x07010703,
+    0x07010707, 0x0701070b, 0x07010905, 0x07010909, 0x0701090f, 0x07010b03, 0x07010d07, 0x07010f03,
+    0x07030103, 0x07030107, 0x0703010b, 0x07030309, 0x07030503, 0x07030507, 0x07030901, 0x07030d01,
+    0x07030f05, 0x07030f0d, 0x07050101, 0x07050305, 0x07050501, 0x07050705, 0x07050709, 0x07050b01,
+    0x07070103, 0x07070301, 0x07070309, 0x07070503, 0x07070507, 0x0707050f, 0x07070701, 0x07070903,
+    0x07070907, 0x0707090f, 0x07070b0b, 0x07070f07, 0x07090107, 0x07090303, 0x0709030d, 0x07090505,
+    0x07090703, 0x07090b05, 0x07090d01, 0x07090d09, 0x070b0103, 0x070b0301, 0x070b0305, 0x070b050b,
+    0x070b0705, 0x070b0909, 0x070b0b0d, 0x070b0f07, 0x070d030d, 0x070d0903, 0x070f0103, 0x070f0107,
+    0x070f0501, 0x070f0505, 0x070f070b, 0x09010101, 0x09010109, 0x09010305, 0x09010501, 0x09010509,
+    0x0901050f, 0x09010705, 0x09010903, 0x09010b01, 0x09010f01, 0x09030105, 0x0903010f, 0x09030303,
+    0x09030307, 0x09030505, 0x09030701, 0x0903070b, 0x09030907, 0x09030b03, 0x09030b0b, 0x09050103,
+    0x09050107, 0x09050301, 0x0905030b, 0x09050503, 0x09050707, 0x09050901, 0x09050b0f, 0x09050d05,
+    0x09050f01, 0x09070109, 0x09070303, 0x09070307, 0x09070501, 0x09070505, 0x09070703, 0x0907070b,
+    0x09090101, 0x09090105, 0x09090509, 0x0909070f, 0x09090901, 0x09090f03, 0x090b010b, 0x090b010f,
+    0x090b0503, 0x090b0d05, 0x090d0307, 0x090d0709, 0x090d0d01, 0x090f0301, 0x090f030b, 0x090f0701,
+    0x090f0907, 0x090f0b03, 0x0b010105, 0x0b010301, 0x0b010309, 0x0b010505, 0x0b010901, 0x0b010909,
+    0x0b01090f, 0x0b010b05, 0x0b010d0d, 0x0b010f09, 0x0b030103, 0x0b030107, 0x0b03010b, 0x0b030305,
+    0x0b030503, 0x0b030705, 0x0b030f05, 0x0b050101, 0x0b050303, 0x0b050507, 0x0b050701, 0x0b05070d,
+    0x0b050b07, 0x0b070105, 0x0b07010f, 0x0b070301, 0x0b07050f, 0x0b070909, 0x0b070b03, 0x0b070d0b,
+    0x0b070f07, 0x0b090103, 0x0b090109, 0x0b090501, 0x0b090705, 0x0b09090d, 0x0b0b0305, 0x0b0b050d,
+    0x0b0b0b03, 0x0b0b0b07, 0x0b0d0905, 0x0b0f0105, 0x0b0f0109, 0x0b0f0505, 0x0d010303, 0x0d010307,
+    0x0d01030b, 0x0d010703, 0x0d010707, 0x0d010d01, 0x0d030101, 0x0d030501, 0x0d03050f, 0x0d030d09,
+    0x0d050305, 0x0d050709, 0x0d050905, 0x0d050b0b, 0x0d050d05, 0x0d050f01, 0x0d070101, 0x0d070309,
+    0x0d070503, 0x0d070901, 0x0d09050b, 0x0d090907, 0x0d090d05, 0x0d0b0101, 0x0d0b0107, 0x0d0b0709,
+    0x0d0b0d01, 0x0d0d010b, 0x0d0d0901, 0x0d0f0303, 0x0d0f0307, 0x0f010101, 0x0f010109, 0x0f01010f,
+    0x0f010501, 0x0f010505, 0x0f01070d, 0x0f010901, 0x0f010b09, 0x0f010d05, 0x0f030105, 0x0f030303,
+    0x0f030509, 0x0f030907, 0x0f03090b, 0x0f050103, 0x0f050109, 0x0f050301, 0x0f05030d, 0x0f050503,
+    0x0f050701, 0x0f050b03, 0x0f070105, 0x0f070705, 0x0f07070b, 0x0f070b07, 0x0f090103, 0x0f09010b,
+    0x0f090307, 0x0f090501, 0x0f090b01, 0x0f0b0505, 0x0f0b0905, 0x0f0d0105, 0x0f0d0703, 0x0f0f0101,
+};
+// iq3: the bytes of a signed step from the 8 rows' sign words (bit v of a row's word: value v
+// negative): step k's lane (row, j) takes bit 4k + j, byte k / 2's bit 4 (k & 1) + j.
+[[maybe_unused]] alignas(16) constexpr int8_t IQ3_BYTE[4][16] = {{0, 0, 0, 0, 4, 4, 4, 4, 8, 8, 8, 8, 12, 12, 12, 12},
+                                                {1, 1, 1, 1, 5, 5, 5, 5, 9, 9, 9, 9, 13, 13, 13, 13},
+                                                {2, 2, 2, 2, 6, 6, 6, 6, 10, 10, 10, 10, 14, 14, 14, 14},
+                                                {3, 3, 3, 3, 7, 7, 7, 7, 11, 11, 11, 11, 15, 15, 15, 15}};
+[[maybe_unused]] alignas(16) constexpr uint8_t IQ3_BIT[2][16] = {{1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8},
+                                                {16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128, 16, 32, 64, 128}};
+// The parity of a nibble's bits at bit 7 (iq3_xxs's 8th sign of each 8: the 7 stored ones' parity).
+[[maybe_unused]] alignas(16) constexpr uint8_t IQ3_PARITY[16] = {0, 0x80, 0x80, 0, 0x80, 0, 0, 0x80, 0x80, 0, 0, 0x80, 0, 0x80, 0x80, 0};
+
+template <Fmt F>
+constexpr int iq3_signs_at() { return F == Fmt::IQ3_XXS ? 64 : 72; }  // the sign words' offset in a group's block
+// Step k's grid entry (4 unsigned values) of one row.
+template <Fmt F>
+[[maybe_unused]] inline uint32_t iq3_entry(const uint8_t* wb, int k, int row) {
+  if constexpr (F == Fmt::IQ3_XXS) return IQ3XXS_GRID[wb[8 * k + row]];
+  else return IQ3S_GRID[wb[8 * k + row] | ((wb[64 + row] >> k) & 1) << 8];
+}
+// One row's 32 signs (bit v: value v negative); iq3_xxs's 8th sign of each 8 is the parity of the 7.
+template <Fmt F>
+[[maybe_unused]] inline uint32_t iq3_sign_bits(const uint8_t* wb, int row) {
+  uint32_t w;
+  std::memcpy(&w, wb + iq3_signs_at<F>() + 4 * row, 4);
+  if constexpr (F == Fmt::IQ3_XXS) {
+    uint32_t out = 0;
+    for (int l = 0; l < 4; ++l) {
+      uint32_t b = (w >> (8 * l)) & 0x7f, p = b;
+      p ^= p >> 4, p ^= p >> 2, p ^= p >> 1;
+      out |= (b | (p & 1) << 7) << (8 * l);
+    }
+    return out;
+  }
+  return w;
+}
+// One row's 4-bit scale ls.
+template <Fmt F>
+[[maybe_unused]] inline int iq3_ls(const uint8_t* wb, int row) {
+  if constexpr (F == Fmt::IQ3_XXS) {
+    uint32_t w;
+    std::memcpy(&w, wb + 64 + 4 * row, 4);
+    return (int)(((w >> 7) & 1) | ((w >> 14) & 2) | ((w >> 21) & 4) | ((w >> 28) & 8));
+  }
+  return (wb[104 + row / 2] >> (4 * (row & 1))) & 15;
+}
+// The block's db for one row from its f16 d (exact: 11 bits times 5, times a power of 2).
+template <Fmt F>
+[[maybe_unused]] inline float iq3_db(float d, int ls) {
+  return F == Fmt::IQ3_XXS ? d * (float)(2 * ls + 1) * 0.25f : d * (float)(2 * ls + 1);
+}
 template <Fmt F>
 constexpr bool k_scales() { return F == Fmt::Q4_K || F == Fmt::Q5_K; }  // Q4_K's d, dmin and 6-bit fields
 // Formats scaled per 16 values (each block's two halves apart, with the x values' sums per 16).
@@ -298,14 +469,15 @@ constexpr bool expanded_scales() { return F == Fmt::Q4_KX || F == Fmt::Q5_KX; }
 template <Fmt F>
 constexpr int block_bytes() {
   return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : five_bit<F>() ? 5 * QK / 8 * GROUP
-         : F == Fmt::Q3_K ? 3 * QK / 8 * GROUP : F == Fmt::Q2_K ? QK / 4 * GROUP : QK / 2 * GROUP;
+         : F == Fmt::Q3_K ? 3 * QK / 8 * GROUP : F == Fmt::Q2_K ? QK / 4 * GROUP
+         : F == Fmt::IQ3_XXS ? 12 * GROUP : F == Fmt::IQ3_S ? 27 * GROUP / 2 : QK / 2 * GROUP;
 }
 // u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
 constexpr size_t d_per_chunk(int nb, int K) {
   return k_scales<F>() || F == Fmt::Q2_K ? (size_t)nb / BLOCKS_K * K * 16
-         : F == Fmt::Q6_K || F == Fmt::IQ4_XS || F == Fmt::Q3_K ? (size_t)nb / BLOCKS_K * K * GROUP
+         : F == Fmt::Q6_K || F == Fmt::IQ4_XS || F == Fmt::Q3_K || iq3<F>() ? (size_t)nb / BLOCKS_K * K * GROUP
                                                                          : (size_t)nb * K * GROUP;
 }
 template <Fmt F>
@@ -317,7 +489,7 @@ constexpr size_t m_per_chunk(int nb, int K) {
 }
 // Formats whose super-blocks span 8 blocks of 32.
 template <Fmt F>
-constexpr bool super_blocks() { return k_scales<F>() || halves16<F>() || F == Fmt::IQ4_XS; }
+constexpr bool super_blocks() { return k_scales<F>() || halves16<F>() || F == Fmt::IQ4_XS || iq3<F>(); }
 
 // The K- and IQ-quants keep their scales per group and super-block: where block b's are for group
 // g (of G in the chunk), with D f16 of d and M scale bytes a group and super-block, and the
@@ -531,12 +703,22 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
             continue;
           }
           float dw, coef;
-          row_scales<F>(wd, wm, b, g, G, ((size_t)b * G + g) * GROUP, row, dw, coef);
+          [[maybe_unused]] uint32_t sgn = 0;  // iq3: the row's signs
+          if constexpr (iq3<F>()) {
+            dw = iq3_db<F>(half_to_float(super_at<GROUP, 0>(wd, wm, b, g, G).d[row]), iq3_ls<F>(wb, row));
+            coef = -128.f * dw;
+            sgn = iq3_sign_bits<F>(wb, row);
+          } else {
+            row_scales<F>(wd, wm, b, g, G, ((size_t)b * G + g) * GROUP, row, dw, coef);
+          }
           int sum = 0;
           for (int k = 0; k < 8; ++k)
             for (int j = 0; j < 4; ++j) {
               int u;
-              if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
+              if constexpr (iq3<F>()) {  // 128 + the signed grid value
+                const int v = (int)((iq3_entry<F>(wb, k, row) >> (8 * j)) & 0xff);
+                u = (sgn >> (4 * k + j)) & 1 ? 128 - v : 128 + v;
+              } else if constexpr (F == Fmt::Q8_0) u = wb[32 * k + 4 * row + j];
               else u = k < 4 ? (wb[32 * k + 4 * row + j] & 0x0f) : (wb[32 * (k - 4) + 4 * row + j] >> 4);
               if constexpr (five_bit<F>()) u |= ((wb[128 + 4 * row + j] >> k) & 1) << 4;
               if constexpr (iq4<F>()) u = IQ4_U[u];
@@ -649,6 +831,50 @@ PW_INLINE __m256i pw_ternlog_ec(__m256i a, __m256i b, __m256i c) {
 #endif
 }
 
+// An iq3 block of a group as the 8 steps of unsigned w + 128 (q8_0's), 8 rows at once: the rows'
+// grid entries gathered, each value's sign from the row's sign word.
+template <Fmt F>
+PW_INLINE void iq3_steps8(const uint8_t* wb, __m256i* w) {
+  const int* grid = (const int*)(F == Fmt::IQ3_XXS ? IQ3XXS_GRID : IQ3S_GRID);
+  __m256i sg = _mm256_loadu_si256((const __m256i*)(wb + iq3_signs_at<F>()));
+  if constexpr (F == Fmt::IQ3_XXS) {  // the 7 stored signs of each 8, and their parity as the 8th
+    const __m256i t = _mm256_and_si256(sg, _mm256_set1_epi8(0x7f)), m4 = _mm256_set1_epi8(0x0f);
+    const __m256i par = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)IQ3_PARITY));
+    sg = _mm256_or_si256(t, _mm256_xor_si256(_mm256_shuffle_epi8(par, _mm256_and_si256(t, m4)),
+                                             _mm256_shuffle_epi8(par, _mm256_and_si256(_mm256_srli_epi16(t, 4), m4))));
+  }
+  [[maybe_unused]] __m256i hi;  // iq3_s: the rows' 9th bits
+  if constexpr (F == Fmt::IQ3_S) hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(wb + 64)));
+  const __m256i flip = _mm256_set1_epi8(-128);
+  for (int k = 0; k < 8; ++k) {
+    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(wb + 8 * k)));
+    if constexpr (F == Fmt::IQ3_S)
+      idx = _mm256_or_si256(idx, _mm256_and_si256(_mm256_slli_epi32(hi, 8 - k), _mm256_set1_epi32(256)));
+    const __m256i g = _mm256_i32gather_epi32(grid, idx, 4);
+    const __m256i bit = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)IQ3_BIT[k & 1]));
+    const __m256i sb = _mm256_shuffle_epi8(sg, _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)IQ3_BYTE[k >> 1])));
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(sb, bit), bit);
+    w[k] = _mm256_xor_si256(_mm256_sub_epi8(_mm256_xor_si256(g, neg), neg), flip);  // (+-v) + 128
+  }
+}
+// An iq3 block's db (dw) and -128 db (coef) for the 8 rows of group g.
+template <Fmt F>
+PW_INLINE void iq3_scales8(const uint8_t* wb, const uint16_t* wd, int b, int g, int G, __m256& dw, __m256& coef) {
+  const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)super_at<GROUP, 0>(wd, wd, b, g, G).d));
+  __m256i ls;
+  if constexpr (F == Fmt::IQ3_XXS) {  // bit 7 of byte l is ls's bit l: gathered to bits 24-27 by a multiply
+    const __m256i t = _mm256_and_si256(_mm256_srli_epi32(_mm256_loadu_si256((const __m256i*)(wb + 64)), 7), _mm256_set1_epi32(0x01010101));
+    ls = _mm256_srli_epi32(_mm256_mullo_epi32(t, _mm256_set1_epi32(0x01020408)), 24);
+  } else {
+    uint32_t v;
+    std::memcpy(&v, wb + 104, 4);
+    ls = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)v), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), _mm256_set1_epi32(15));
+  }
+  dw = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(ls, ls), _mm256_set1_epi32(1))));
+  if constexpr (F == Fmt::IQ3_XXS) dw = _mm256_mul_ps(dw, _mm256_set1_ps(0.25f));
+  coef = _mm256_mul_ps(dw, _mm256_set1_ps(-128.f));
+}
+
 // One chunk of G row groups (8 rows each) against R quantized x rows: R * G independent
 // accumulator chains, which is what hides the dot-product latency (a 1-row step takes a chunk
 // of 4 groups at once).
@@ -680,6 +906,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         ls_pairs = _mm256_and_si256(v, _mm256_set1_epi16(15)), mn_pairs = _mm256_srli_epi16(v, 4);
         dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)s.d));                 // (d)
         coef = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s.d + GROUP)));    // (dmin)
+      } else if constexpr (iq3<F>()) {
+        iq3_scales8<F>(wb, wd, b, g, G, dw, coef);
       } else if constexpr (halves16<F>()) {
         half_scales<F>(wd, wm, b, g, G, hdw);
       } else {
@@ -688,6 +916,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
       __m256i w[8];
       if constexpr (F == Fmt::Q8_0) {
         for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
+      } else if constexpr (iq3<F>()) {
+        iq3_steps8<F>(wb, w);
       } else if constexpr (F == Fmt::Q3_K) {  // q2_k's steps below, with the 3rd bit (bit k of the last 32 bytes) at bit 2
         const __m256i m3 = _mm256_set1_epi8(3), m04 = _mm256_set1_epi8(4);
         const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 64));
@@ -935,6 +1165,30 @@ PW_INLINE __m128i q2k_pairs4(const uint8_t* p, int hr) {
 // pshufb as llama.cpp's _mm_shuffle_epi8 over kvalues_iq4nl does, signed (IQ4_U - 128).
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, __m128i* w) {
+  if constexpr (iq3<F>()) {  // the AVX2 tile's iq3_steps8 for 4 rows, signed (without its + 128)
+    const uint32_t* grid = F == Fmt::IQ3_XXS ? IQ3XXS_GRID : IQ3S_GRID;
+    __m128i sg = _mm_loadu_si128((const __m128i*)(wb + iq3_signs_at<F>() + 16 * hr));
+    if constexpr (F == Fmt::IQ3_XXS) {
+      const __m128i t = _mm_and_si128(sg, _mm_set1_epi8(0x7f)), m4 = _mm_set1_epi8(0x0f);
+      const __m128i par = _mm_load_si128((const __m128i*)IQ3_PARITY);
+      sg = _mm_or_si128(t, _mm_xor_si128(_mm_shuffle_epi8(par, _mm_and_si128(t, m4)),
+                                         _mm_shuffle_epi8(par, _mm_and_si128(_mm_srli_epi16(t, 4), m4))));
+    }
+    for (int k = 0; k < 8; ++k) {
+      uint32_t e[4];
+      for (int i = 0; i < 4; ++i) {
+        const int row = 4 * hr + i;
+        uint32_t idx = wb[8 * k + row];
+        if constexpr (F == Fmt::IQ3_S) idx |= ((wb[64 + row] >> k) & 1u) << 8;
+        e[i] = grid[idx];
+      }
+      const __m128i g = _mm_setr_epi32((int)e[0], (int)e[1], (int)e[2], (int)e[3]);
+      const __m128i bit = _mm_load_si128((const __m128i*)IQ3_BIT[k & 1]);
+      const __m128i neg = _mm_cmpeq_epi8(_mm_and_si128(_mm_shuffle_epi8(sg, _mm_load_si128((const __m128i*)IQ3_BYTE[k >> 1])), bit), bit);
+      w[k] = _mm_sub_epi8(_mm_xor_si128(g, neg), neg);
+    }
+    return;
+  }
   if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h; q3_k's 3rd bit at bit k of the last 32
     const __m128i m3 = _mm_set1_epi8(3);
     for (int h = 0; h < 2; ++h) {
@@ -1012,7 +1266,7 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
     for (int r = 0; r < R; ++r)
       for (int k = 0; k < 8; ++k) {
         xv[r][k] = _mm_set1_epi32(((const int32_t*)(x[r].q + b * QK))[k]);
-        if constexpr (iq4<F>()) xs[r][k] = xv[r][k], xv[r][k] = _mm_abs_epi8(xv[r][k]);
+        if constexpr (iq4<F>() || iq3<F>()) xs[r][k] = xv[r][k], xv[r][k] = _mm_abs_epi8(xv[r][k]);
       }
     for (int g = 0; g < G; ++g) {
       const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
@@ -1033,6 +1287,12 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
           dw = half4(s.d + 4 * hr), cf = half4(s.d + GROUP + 4 * hr);  // (d, dmin)
         } else if constexpr (halves16<F>()) {
           half_scales4<F>(wd, wm, b, g, G, hr, hdw);
+        } else if constexpr (iq3<F>()) {  // the AVX2 tile's iq3_scales8, 4 rows
+          int ls[4];
+          for (int i = 0; i < 4; ++i) ls[i] = 2 * iq3_ls<F>(wb, 4 * hr + i) + 1;
+          dw = _mm_mul_ps(half4(super_at<GROUP, 0>(wd, wd, b, g, G).d + 4 * hr), _mm_cvtepi32_ps(_mm_setr_epi32(ls[0], ls[1], ls[2], ls[3])));
+          if constexpr (F == Fmt::IQ3_XXS) dw = _mm_mul_ps(dw, _mm_set1_ps(0.25f));
+          cf = _mm_mul_ps(dw, _mm_set1_ps(-128.f));
         } else {
           block_scales4<F>(wd, wm, b, g, G, hr, dw, cf);
         }
@@ -1072,7 +1332,7 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
             }
           } else {
             __m128i sum;
-            if constexpr (iq4<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
+            if constexpr (iq4<F>() || iq3<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
               sum = _mm_set1_epi32(128 * x[r].n[b]);
               for (int k = 0; k < 8; ++k)
                 sum = _mm_add_epi32(sum, _mm_madd_epi16(_mm_maddubs_epi16(xr[k], _mm_sign_epi8(w[k], xs[r][k])), ones));
@@ -1101,7 +1361,7 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
 template <Fmt F, int R, int G>
 void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
           int64_t out_stride) {
-  if constexpr (halves16<F>() || five_bit<F>() || iq4<F>())
+  if constexpr (halves16<F>() || five_bit<F>() || iq4<F>() || iq3<F>())
     return tile_steps<F, R, G>(wq, wd, wm, x, nb, out, out_stride);
   __m128 acc[R][G][2], tail[R][G][2];
   for (int r = 0; r < R; ++r)
@@ -1179,7 +1439,7 @@ inline void unroll(Fn&& fn, std::integer_sequence<int, K...>) {
 // Where the integer products are signed x signed (dotprod, baseline NEON), iq4's values are
 // looked up as themselves (IQ4_U - 128) and 128 sum(q) added back, as for q8_0.
 template <Fmt F>
-constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>()); }
+constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>() || iq3<F>()); }
 
 // Row half hr (rows 4hr..4hr+3) of one block of q5_x, q6_k or iq4 as the 8 steps the products
 // take: w[k] holds values 4k..4k+3 of each of the 4 rows (q8_0's steps). q5's 5th bit and
@@ -1188,7 +1448,27 @@ constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>()); }
 // with one tbl a step (llama.cpp's vqtbl1q_s8 over kvalues_iq4nl).
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, uint8x16_t* w) {
-  if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h; q3_k's 3rd bit at bit k of the last 32
+  if constexpr (iq3<F>()) {  // the x86 tiles' iq3 steps for 4 rows: signed, or + 128 for usdot/usmmla
+    const uint32_t* grid = F == Fmt::IQ3_XXS ? IQ3XXS_GRID : IQ3S_GRID;
+    uint8x16_t sg = vld1q_u8(wb + iq3_signs_at<F>() + 16 * hr);
+    if constexpr (F == Fmt::IQ3_XXS) {  // the 8th sign of each 8: the parity of the 7 stored
+      const uint8x16_t t = vandq_u8(sg, vdupq_n_u8(0x7f));
+      sg = vorrq_u8(t, vshlq_n_u8(vandq_u8(vcntq_u8(t), vdupq_n_u8(1)), 7));
+    }
+    for (int k = 0; k < 8; ++k) {
+      uint32_t e[4];
+      for (int i = 0; i < 4; ++i) {
+        const int row = 4 * hr + i;
+        uint32_t idx = wb[8 * k + row];
+        if constexpr (F == Fmt::IQ3_S) idx |= ((wb[64 + row] >> k) & 1u) << 8;
+        e[i] = grid[idx];
+      }
+      const uint8x16_t g = vreinterpretq_u8_u32(vld1q_u32(e));
+      const uint8x16_t neg = vtstq_u8(vqtbl1q_u8(sg, vreinterpretq_u8_s8(vld1q_s8(IQ3_BYTE[k >> 1]))), vld1q_u8(IQ3_BIT[k & 1]));
+      const uint8x16_t v = vsubq_u8(veorq_u8(g, neg), neg);
+      w[k] = signed_u<F>() ? v : veorq_u8(v, vdupq_n_u8(0x80));
+    }
+  } else if constexpr (two_bit<F>()) {  // step 4h + k: bits 2k of the 32 bytes h; q3_k's 3rd bit at bit k of the last 32
     const uint8x16_t m3 = vdupq_n_u8(3);
     for (int h = 0; h < 2; ++h) {
       const uint8x16_t c = vld1q_u8(wb + 32 * h + 16 * hr);
@@ -1542,7 +1822,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   // the offsets' term runs in the main loop on the same decode, not in a second pass that would
   // decode them again (the same fused chain per lane either way).
   // (q2_k's mins run there too, per half.)
-  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS || F == Fmt::Q2_K;
+  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS || F == Fmt::Q2_K || iq3<F>();
   float32x4_t acc[R][G][2];
   [[maybe_unused]] float32x4_t ftail[FOLD ? R : 1][FOLD ? G : 1][2];
   for (int r = 0; r < R; ++r)
@@ -1607,7 +1887,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         continue;
       }
       int32x4_t s[R][2];
-      if constexpr (five_bit<F>() || iq4<F>()) {
+      if constexpr (five_bit<F>() || iq4<F>() || iq3<F>()) {
         int32x4_t t[R][2][2];
         for (int r = 0; r < R; ++r)
           for (int hr = 0; hr < 2; ++hr) t[r][hr][0] = t[r][hr][1] = vdupq_n_s32(0);
@@ -1618,7 +1898,20 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         block_sums<F, R>(wq + ((size_t)b * G + g) * block_bytes<F>(), xq, s);
       }
       float32x4_t dw[2], coef[2];
-      block_scales<F>(wd, wm, b, g, G, dw, coef);
+      if constexpr (iq3<F>()) {  // the x86 tiles' db and -128 db
+        const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
+        float32x4_t d[2];
+        load_scales(super_at<GROUP, 0>(wd, wd, b, g, G).d, d);
+        for (int h = 0; h < 2; ++h) {
+          const int32x4_t ls = {2 * iq3_ls<F>(wb, 4 * h) + 1, 2 * iq3_ls<F>(wb, 4 * h + 1) + 1,
+                                2 * iq3_ls<F>(wb, 4 * h + 2) + 1, 2 * iq3_ls<F>(wb, 4 * h + 3) + 1};
+          dw[h] = vmulq_f32(d[h], vcvtq_f32_s32(ls));
+          if constexpr (F == Fmt::IQ3_XXS) dw[h] = vmulq_n_f32(dw[h], 0.25f);
+          coef[h] = vmulq_n_f32(dw[h], -128.f);
+        }
+      } else {
+        block_scales<F>(wd, wm, b, g, G, dw, coef);
+      }
       for (int r = 0; r < R; ++r) {
         if constexpr (signed_u<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
           const int32x4_t off = vdupq_n_s32(128 * x[r].n[b]);
@@ -2743,6 +3036,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_NL, qmatmul<Fmt::IQ4_NL>, PINWHEEL_BIN
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ4_XS, qmatmul<Fmt::IQ4_XS>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ3_K, qmatmul<Fmt::Q3_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ2_K, qmatmul<Fmt::Q2_K>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ3_XXS, qmatmul<Fmt::IQ3_XXS>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ3_S, qmatmul<Fmt::IQ3_S>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -2772,7 +3067,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 // C++ build (tile_scalar for all) keeps to the four it has always listed.
 extern "C" const char* pinwheel_kernel_formats() {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
-  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs q3_k q2_k";
+  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs q3_k q2_k iq3_xxs iq3_s";
 #else
   return "q8_0 q4_0 q4_1 q4_k";
 #endif

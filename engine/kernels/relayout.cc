@@ -27,7 +27,7 @@ namespace relay {
 
 constexpr int GROUP = 8, QK = 32, BLOCKS_K = 8;  // rows a group; values a block; blocks a super-block
 
-enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K };
+enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S };
 
 // One format: engine/quant.py's name, the GGUF block it is stored in (bytes, values), and one
 // group's bytes of q per block of 32 and of d and m per scale unit.
@@ -44,6 +44,7 @@ constexpr Spec SPECS[] = {
     {"q5_1", Src::Q5_1, 24, 32, 160, 16, 16},       {"q5_k", Src::Q5_K, 176, 256, 160, 32, 96},
     {"iq4_nl", Src::IQ4_NL, 18, 32, 128, 16, 0},    {"iq4_xs", Src::IQ4_XS, 136, 256, 128, 16, 48},
     {"q3_k", Src::Q3_K, 110, 256, 96, 16, 96},      {"q2_k", Src::Q2_K, 84, 256, 64, 32, 128},
+    {"iq3_xxs", Src::IQ3_XXS, 98, 256, 96, 16, 0},  {"iq3_s", Src::IQ3_S, 110, 256, 108, 16, 0},
 };
 
 inline uint32_t load32(const uint8_t* p) {
@@ -315,6 +316,38 @@ int64_t group_lowk(const Spec& s, const Group& o, int64_t nu, const uint8_t* con
   return bad;
 }
 
+// iq3_xxs and iq3_s (qmatmul.cc's layout): per block of 32 the rows' 8 grid indices as [step][row]
+// (iq3_s: then their 9th bits, a byte a row), the rows' 32-bit sign words (iq3_xxs: the file's
+// 7-bit sign indices a byte each, ls's bit l at bit 7 of byte l; iq3_s: the file's 4 sign bytes),
+// iq3_s's 4-bit ls two rows a byte; per super-block the 8 rows' d.
+template <bool xxs>
+int64_t group_iq3(const Spec& s, const Group& o, int64_t nu, const uint8_t* const* row) {
+  int64_t bad = 0;
+  for (int64_t u = 0; u < nu; ++u)
+    for (int r = 0; r < GROUP; ++r) {
+      const uint8_t* p = row[r] + u * s.src_bytes;
+      const uint16_t d = load16(p);
+      bad += !finite_half(d);
+      store16(o.d + u * o.d_step + 2 * r, d);
+      for (int c = 0; c < BLOCKS_K; ++c) {
+        uint8_t* qo = o.q + (u * BLOCKS_K + c) * o.q_step;
+        for (int k = 0; k < 8; ++k) qo[8 * k + r] = p[2 + 8 * c + k];
+        if constexpr (xxs) {
+          const uint32_t aux = load32(p + 66 + 4 * c);
+          uint32_t word = 0;
+          for (int l = 0; l < 4; ++l) word |= ((aux >> (7 * l)) & 0x7f) << (8 * l) | ((aux >> (28 + l)) & 1) << (8 * l + 7);
+          store32(qo + 64 + 4 * r, word);
+        } else {
+          qo[64 + r] = p[66 + c];
+          std::memcpy(qo + 72 + 4 * r, p + 74 + 4 * c, 4);
+          const uint8_t ls = (p[106 + c / 2] >> (4 * (c & 1))) & 15;
+          qo[104 + r / 2] = (r & 1) ? (uint8_t)((qo[104 + r / 2] & 15) | ls << 4) : ls;
+        }
+      }
+    }
+  return bad;
+}
+
 int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const uint8_t* const* row) {
   switch (s.src) {
     case Src::Q8_0:
@@ -341,6 +374,10 @@ int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const
       return group_lowk<true>(s, o, nu, row);
     case Src::Q2_K:
       return group_lowk<false>(s, o, nu, row);
+    case Src::IQ3_XXS:
+      return group_iq3<true>(s, o, nu, row);
+    case Src::IQ3_S:
+      return group_iq3<false>(s, o, nu, row);
   }
   return 0;
 }

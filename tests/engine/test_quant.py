@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs", "q3_k", "q2_k") else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs", "q3_k", "q2_k", *quant.IQ3) else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -40,6 +40,11 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 4, (out, inp), dtype=np.uint8)
         d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
         return q, d, rng.integers(0, 256, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt in quant.IQ3:  # a block's 8 indices, (iq3_s: their 9th bits,) 4 sign bytes, (iq3_s: its ls); d per super-block
+        q = rng.integers(0, 256, (out, nb, 12 if fmt == "iq3_xxs" else 14), dtype=np.uint8)
+        if fmt == "iq3_s":
+            q[..., 13] &= 15
+        return q, (rng.standard_normal((out, inp // 256)) * 0.002).astype(np.float16), None
     if fmt == "q8_0":
         q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
     else:
@@ -63,6 +68,23 @@ def _dense(fmt, q, d, m):
         cf = (dd[..., 1:] * -(m >> 4).astype(np.float32)).reshape(d.shape[0], -1)
         v = q.astype(np.float32).reshape(d.shape[0], -1, 16)
         return (v * dw[..., None] + cf[..., None]).reshape(d.shape[0], -1)
+    if fmt in quant.IQ3:  # llama.cpp's grid values by index, each with its sign, times d (2 ls + 1) (/ 4)
+        out, nb, _ = q.shape
+        idx = q[..., :8].astype(np.int32)
+        if fmt == "iq3_s":
+            idx |= ((q[..., 8:9].astype(np.int32) >> np.arange(8)) & 1) << 8
+            signs, ls = q[..., 9:13].astype(np.int32), q[..., 13].astype(np.int32)
+        else:  # 7 stored signs a byte, the 8th their parity; ls's bit l at bit 7 of byte l
+            b = q[..., 8:12].astype(np.int32)
+            ls = (((b >> 7) & 1) << np.arange(4)).sum(-1)
+            b &= 0x7F
+            signs = b | (np.vectorize(lambda v: bin(v).count("1") & 1)(b) << 7)
+        v = quant._iq3_grid(fmt)[idx].astype(np.float32).reshape(out, nb, 32)
+        neg = ((signs[..., None] >> np.arange(8)) & 1).reshape(out, nb, 32)
+        db = np.repeat(d.astype(np.float32), 8, axis=-1) * (2 * ls + 1).astype(np.float32)
+        if fmt == "iq3_xxs":
+            db = db * np.float32(0.25)
+        return (np.where(neg == 1, -v, v) * db[..., None]).reshape(out, -1)
     if fmt in quant.IQ4:  # llama.cpp's 16 values, looked up by index, times the block's scale
         out = q.shape[0]
         if fmt == "iq4_xs":
@@ -150,7 +172,8 @@ def test_q4_k_is_held_as_stored():
 @pytest.mark.parametrize("ftype, type_name, fmt", [("Q6_K", "Q6_K", "q6_k"), ("Q5_K_M", "Q5_K", "q5_k"),
                                                     ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1"),
                                                     ("IQ4_NL", "IQ4_NL", "iq4_nl"), ("IQ4_XS", "IQ4_XS", "iq4_xs"),
-                                                    ("Q3_K_M", "Q3_K", "q3_k"), ("Q2_K", "Q2_K", "q2_k")])
+                                                    ("Q3_K_M", "Q3_K", "q3_k"), ("Q2_K", "Q2_K", "q2_k"),
+                                                    ("IQ3_S", "IQ3_S", "iq3_s"), ("IQ3_XXS", "IQ3_XXS", "iq3_xxs")])
 def test_type_is_held_as_stored(ftype, type_name, fmt):
     """Blocks made by llama.cpp's quantizer, read in their own format, decode to gguf's own
     dequantization exactly through the kernel's layout, in the file's bytes; and where the
@@ -201,6 +224,8 @@ def test_group_format_keeps_four_bit_only_when_every_member_is():
     assert quant.group_format(["Q4_K", "Q6_K"]) == "q8_0"
     assert quant.group_format(["Q3_K", "Q3_K"]) == "q3_k" and quant.group_format(["Q2_K"]) == "q2_k"
     assert quant.group_format(["Q3_K"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: no form per 16 values)
+    assert quant.group_format(["IQ3_XXS"]) == "iq3_xxs" and quant.group_format(["IQ3_S", "IQ3_S"]) == "iq3_s"
+    assert quant.group_format(["IQ3_S"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: q8_0)
     assert quant.group_format(["F32"]) == "q8_0"
 
 

@@ -1,8 +1,8 @@
 """Every quantization type Pinwheel reads, in a file made by llama.cpp's own quantizer
 (llama_cpp.llama_model_quantize, the same code as llama-quantize) from one F16 random-weight
 file: it loads, is held as predicted, and agrees with llama.cpp on the same file (f32 KV on both
-sides). Types without a kernel of their own yet (IQ3_S) are re-quantized to Q8_0 at load; this is
-the check their own kernels will have to pass too."""
+sides). IQ3_XXS, which llama_model_quantize makes only with an importance matrix, is made by the
+same quantizer tensor by tensor with a uniform one (quantize_with_unit_imatrix)."""
 from __future__ import annotations
 
 import ctypes
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.llamacpp
 # type each must bring in (beside the Q6_K/Q4_K/Q5_K its mixes use for some tensors)
 FTYPES = {"Q2_K": "Q2_K", "Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K",
           "Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
-          "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S"}
+          "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S", "IQ3_XXS": "IQ3_XXS"}
 MAX_MEAN_ABS_DLOGP = 0.064  # the family tests' bound (tests/engine/test_families.py)
 MIN_TOP1 = 0.9  # this flat-ish model: its Q8_0 file, weights identical on both sides, reads 93%
 
@@ -34,8 +34,64 @@ def f16_file(tmp_path_factory):
                            weight_std=0.04)
 
 
+# Types llama_model_quantize makes only with an importance matrix (llama.cpp's
+# tensor_requires_imatrix: IQ3_XXS and the IQ2/IQ1 types), which it takes only as a C++ map: these
+# are made by llama.cpp's own quantizer one tensor at a time (ggml_quantize_chunk, the code
+# llama_model_quantize calls) with a uniform importance matrix, every 2-D tensor in the type
+# (its pure mode), and written with gguf-py.
+WITH_IMATRIX = {"IQ3_XXS": 23}  # type -> LLAMA_FTYPE_MOSTLY_*
+
+
+def quantize_with_unit_imatrix(src, dst, ftype: str):
+    """src's F16/F32 2-D tensors quantized to GGML type ftype by llama.cpp's ggml_quantize_chunk
+    (importance 1 for every column), everything else copied; general.file_type set to match."""
+    import gguf
+    from pathlib import Path
+
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    chunk = lib.ggml_quantize_chunk
+    chunk.restype = ctypes.c_size_t
+    chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                      ctypes.c_void_p]
+    qtype = gguf.GGMLQuantizationType[ftype]
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    w = gguf.GGUFWriter(dst, arch)
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        value = WITH_IMATRIX[ftype] if name == "general.file_type" else field.contents()
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, value, field.types[0], sub_type=sub)
+    if "general.file_type" not in reader.fields:
+        w.add_file_type(WITH_IMATRIX[ftype])
+    for t in reader.tensors:
+        data = np.array(t.data)
+        if data.ndim == 2 and t.tensor_type.name in ("F16", "F32") and data.shape[1] % 32 == 0:
+            x = np.ascontiguousarray(data, np.float32)
+            rows, n = x.shape
+            # rows not a whole number of super-blocks: IQ4_NL, as llama.cpp's own fallback for them
+            to = qtype if n % block == 0 else gguf.GGMLQuantizationType.IQ4_NL
+            b, sz = gguf.GGML_QUANT_SIZES[to]
+            out = np.zeros((rows, n // b * sz), np.uint8)
+            ones = np.ones(n, np.float32)
+            assert chunk(to.value, x.ctypes.data, out.ctypes.data, 0, rows, n, ones.ctypes.data) == out.nbytes
+            w.add_tensor(t.name, out, raw_dtype=to)
+        else:
+            w.add_tensor(t.name, data, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst
+
+
 def quantize(src, dst, ftype: str):
     llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    if ftype in WITH_IMATRIX:
+        return quantize_with_unit_imatrix(src, dst, ftype)
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = 2
@@ -75,4 +131,21 @@ def test_low_bit_k_quants_are_held_as_stored(f16_file, tmp_path, ftype):
     assert FTYPES[ftype] in types.values(), types
     file_bytes = sum(int(t.n_bytes) for t in tensors if t.tensor_type.name != "F32")
     held = weight_bytes(check_model_file(path), types.get)
+    assert held <= 1.02 * file_bytes, (ftype, held / file_bytes)
+
+
+@pytest.mark.parametrize("ftype", ["IQ3_XXS", "IQ3_S", "IQ3_M"])
+def test_iq3_types_are_held_as_stored(f16_file, tmp_path, ftype):
+    """An IQ3_XXS or IQ3_S file (IQ3_M: IQ3_S with Q4_K/IQ4 beside it) takes no more memory than
+    its tensors do on disk (within 2%: the F32 norms): held in its own format where the kernel
+    multiplies it, not re-quantized to q8_0 (2.5-2.8x these types' bytes; IQ3_XXS was refused)."""
+    if not {"iq3_xxs", "iq3_s"} <= set(kernels.formats() or ()):
+        pytest.skip(f"this kernel build does not multiply the IQ3 types at speed: {kernels.status()}")
+    path = quantize(f16_file, tmp_path / f"{ftype}.gguf", ftype)
+    tensors = read_gguf(path).tensors
+    types = {t.name: t.tensor_type.name for t in tensors}
+    assert FTYPES[ftype] in types.values(), types
+    file_bytes = sum(int(t.n_bytes) for t in tensors if t.tensor_type.name != "F32")
+    held = weight_bytes(check_model_file(path), types.get)
+    print(f"{ftype}: held / file {held / file_bytes:.4f}")
     assert held <= 1.02 * file_bytes, (ftype, held / file_bytes)

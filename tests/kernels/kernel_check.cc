@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k, iq3_xxs, iq3_s; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -65,7 +65,8 @@ uint16_t d2h(double v) {  // the half at or below |v| (any half will do: the ref
 const char* fmt_name(Fmt f) {
   return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
          : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : f == Fmt::Q5_K ? "q5_k"
-         : f == Fmt::IQ4_NL ? "iq4_nl" : f == Fmt::IQ4_XS ? "iq4_xs" : f == Fmt::Q3_K ? "q3_k" : "q2_k";
+         : f == Fmt::IQ4_NL ? "iq4_nl" : f == Fmt::IQ4_XS ? "iq4_xs" : f == Fmt::Q3_K ? "q3_k" : f == Fmt::Q2_K ? "q2_k"
+         : f == Fmt::IQ3_XXS ? "iq3_xxs" : "iq3_s";
 }
 
 struct Weight {
@@ -87,10 +88,11 @@ struct Weight {
 int gguf_block_bytes(Fmt f) {
   return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
          : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : f == Fmt::Q3_K ? 110
-         : f == Fmt::Q2_K ? 84 : 136;
+         : f == Fmt::Q2_K ? 84 : f == Fmt::IQ3_XXS ? 98 : f == Fmt::IQ3_S ? 110 : 136;
 }
 bool gguf_super(Fmt f) {
-  return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS || f == Fmt::Q3_K || f == Fmt::Q2_K;
+  return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS || f == Fmt::Q3_K || f == Fmt::Q2_K ||
+         f == Fmt::IQ3_XXS || f == Fmt::IQ3_S;
 }
 int half_off(Fmt f) { return f == Fmt::Q6_K ? 32 : f == Fmt::Q3_K ? 4 : 0; }  // (q - off) per 16 values
 bool per16(Fmt f) { return f == Fmt::Q6_K || f == Fmt::Q3_K || f == Fmt::Q2_K; }
@@ -103,10 +105,98 @@ void put_nibbles16(uint8_t* p, const int* v) {
 int block_bytes_of(Fmt f) {
   return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>()
          : f == Fmt::Q3_K ? block_bytes<Fmt::Q3_K>() : f == Fmt::Q2_K ? block_bytes<Fmt::Q2_K>()
+         : f == Fmt::IQ3_XXS ? block_bytes<Fmt::IQ3_XXS>() : f == Fmt::IQ3_S ? block_bytes<Fmt::IQ3_S>()
          : f == Fmt::Q5_0 || f == Fmt::Q5_1 || f == Fmt::Q5_K ? block_bytes<Fmt::Q5_0>() : block_bytes<Fmt::Q4_0>();
 }
 
+// llama.cpp's ksigns_iq2xs (ggml/src/ggml-common.h, MIT licence): 7 sign bits and their parity.
+constexpr uint8_t KSIGNS[128] = {
+      0, 129, 130,   3, 132,   5,   6, 135, 136,   9,  10, 139,  12, 141, 142,  15,
+    144,  17,  18, 147,  20, 149, 150,  23,  24, 153, 154,  27, 156,  29,  30, 159,
+    160,  33,  34, 163,  36, 165, 166,  39,  40, 169, 170,  43, 172,  45,  46, 175,
+     48, 177, 178,  51, 180,  53,  54, 183, 184,  57,  58, 187,  60, 189, 190,  63,
+    192,  65,  66, 195,  68, 197, 198,  71,  72, 201, 202,  75, 204,  77,  78, 207,
+     80, 209, 210,  83, 212,  85,  86, 215, 216,  89,  90, 219,  92, 221, 222,  95,
+     96, 225, 226,  99, 228, 101, 102, 231, 232, 105, 106, 235, 108, 237, 238, 111,
+    240, 113, 114, 243, 116, 245, 246, 119, 120, 249, 250, 123, 252, 125, 126, 255,
+};
+
+// IQ3_XXS / IQ3_S: random GGUF super-blocks (every byte random but d), their meaning as llama.cpp's
+// dequantize_row_iq3_xxs / _iq3_s reads them, and the kernel's layout (the comment above
+// qmatmul.cc's GROUP) written out from the GGUF bytes.
+Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
+  Weight w;
+  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
+  w.G = (out + GROUP - 1) / GROUP;
+  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
+  w.n_chunks = w.G / w.K;
+  const int rows = w.G * GROUP, nb = w.nb, nsb = nb / BLOCKS_K;
+  const bool xxs = fmt == Fmt::IQ3_XXS;
+  const int sbytes = xxs ? 98 : 110;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> byte(0, 255);
+  w.dense.assign((size_t)out * inp, 0.0);
+  w.u.assign((size_t)rows * inp, 128);
+  w.dw.assign((size_t)rows * nb, 0.0), w.coef.assign((size_t)rows * nb, 0.0);
+  w.row_bytes = nsb * sbytes;
+  w.gguf.assign((size_t)out * w.row_bytes, 0);
+  const uint32_t* grid = xxs ? IQ3XXS_GRID : IQ3S_GRID;
+  for (int o = 0; o < out; ++o)
+    for (int sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)sb * sbytes];
+      put_half(p, d2h((unit(rng) - 0.5) * (xxs ? 0.004 : 0.01)));
+      for (int i = 2; i < sbytes; ++i) p[i] = (uint8_t)byte(rng);
+      const double d = h2d((uint16_t)(p[0] | p[1] << 8));
+      for (int c = 0; c < BLOCKS_K; ++c) {
+        const int b = sb * BLOCKS_K + c;
+        uint32_t aux = 0;
+        std::memcpy(&aux, p + 66 + 4 * c, 4);
+        const int ls = xxs ? (int)(aux >> 28) : (p[106 + c / 2] >> (4 * (c & 1))) & 15;
+        const double db = xxs ? d * (0.5 + ls) * 0.5 : d * (1 + 2 * ls);
+        w.dw[(size_t)o * nb + b] = db, w.coef[(size_t)o * nb + b] = -128.0 * db;
+        for (int k = 0; k < 8; ++k) {  // values 4k..4k+3: qs[2l + t] for l = k / 2, t = k % 2
+          const int idx = p[2 + 8 * c + k] | (xxs ? 0 : ((p[66 + c] >> k) & 1) << 8);
+          const int sbits = xxs ? KSIGNS[(aux >> (7 * (k / 2))) & 127] : p[74 + 4 * c + k / 2];
+          for (int j = 0; j < 4; ++j) {
+            const int v = (int)((grid[idx] >> (8 * j)) & 255), neg = (sbits >> (4 * (k % 2) + j)) & 1;
+            const int i = b * QK + 4 * k + j;
+            w.u[(size_t)o * inp + i] = neg ? 128 - v : 128 + v;
+            w.dense[(size_t)o * inp + i] = db * (neg ? -v : v);
+          }
+        }
+      }
+    }
+  const int gbytes = block_bytes_of(fmt);
+  w.q.assign((size_t)w.G * nb * gbytes, 0);
+  w.d.assign((size_t)w.G * nsb * GROUP, 0);
+  for (int g = 0; g < w.G; ++g)
+    for (int row = 0; row < GROUP; ++row) {
+      const int o = g * GROUP + row;
+      if (o >= out) continue;  // (padding rows: zero bytes, zero d)
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)(b / BLOCKS_K) * sbytes];
+        const int c = b % BLOCKS_K;
+        if (c == 0) w.d[(((size_t)(g / w.K) * nsb + b / BLOCKS_K) * w.K + g % w.K) * GROUP + row] = (uint16_t)(p[0] | p[1] << 8);
+        uint8_t* dst = &w.q[(((size_t)(g / w.K) * nb + b) * w.K + g % w.K) * gbytes];
+        for (int k = 0; k < 8; ++k) dst[8 * k + row] = p[2 + 8 * c + k];
+        if (xxs) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
+          uint32_t aux, word = 0;
+          std::memcpy(&aux, p + 66 + 4 * c, 4);
+          for (int l = 0; l < 4; ++l) word |= ((aux >> (7 * l)) & 127) << (8 * l) | ((aux >> (28 + l)) & 1) << (8 * l + 7);
+          std::memcpy(dst + 64 + 4 * row, &word, 4);
+        } else {
+          dst[64 + row] = p[66 + c];
+          std::memcpy(dst + 72 + 4 * row, p + 74 + 4 * c, 4);
+          dst[104 + row / 2] |= (uint8_t)(((p[106 + c / 2] >> (4 * (c & 1))) & 15) << (4 * (row & 1)));
+        }
+      }
+    }
+  w.m.assign(1, 0);
+  return w;
+}
+
 Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
+  if (fmt == Fmt::IQ3_XXS || fmt == Fmt::IQ3_S) return make_iq3(rng, fmt, out, inp);
   Weight w;
   w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
   w.G = (out + GROUP - 1) / GROUP;
@@ -419,6 +509,8 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::IQ4_XS: qmatmul_rows<Fmt::IQ4_XS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q3_K: qmatmul_rows<Fmt::Q3_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q2_K: qmatmul_rows<Fmt::Q2_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ3_XXS: qmatmul_rows<Fmt::IQ3_XXS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ3_S: qmatmul_rows<Fmt::IQ3_S>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
@@ -429,7 +521,7 @@ void check_products(std::mt19937& rng) {
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
   for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
-                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K})
+                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S})
     for (const auto& sh : shapes) {
       const bool supers = gguf_super(fmt);
       if (supers && sh[1] % QK_K) continue;  // (whole super-blocks only)
@@ -525,7 +617,7 @@ void check_products(std::mt19937& rng) {
 
 // --- the load's re-layout -------------------------------------------------------------------
 
-bool has_m(Fmt f) { return f == Fmt::Q4_1 || f == Fmt::Q5_1 || gguf_super(f); }
+bool has_m(Fmt f) { return f == Fmt::Q4_1 || f == Fmt::Q5_1 || (gguf_super(f) && f != Fmt::IQ3_XXS && f != Fmt::IQ3_S); }
 
 // relayout.cc's bytes for w.gguf, rows [0, split) and [split, out) in two calls (split a multiple of 8).
 bool relaid_matches(const Weight& w, int threads, int split) {
@@ -544,7 +636,7 @@ bool relaid_matches(const Weight& w, int threads, int split) {
 
 void check_relayout(std::mt19937& rng) {
   const Fmt fmts[] = {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K,
-                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K};
+                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S};
   const int shapes[][2] = {{8, 256}, {13, 512}, {40, 256}, {64, 512}, {200, 768}};  // chunks of 1, 2 (padded), 1, 4, 1
   for (Fmt f : fmts)
     for (const auto& sh : shapes) {
@@ -830,7 +922,7 @@ int main(int argc, char** argv) {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
   const std::string held = std::string(" ") + pinwheel_kernel_formats() + " ";
   for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS,
-                Fmt::Q3_K, Fmt::Q2_K})
+                Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S})
     check(held.find(std::string(" ") + fmt_name(f) + " ") != std::string::npos,
           std::string("pinwheel_kernel_formats() lacks ") + fmt_name(f) + " on this vector build");
 #endif
