@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.scipy.linalg import solve_triangular
 
@@ -94,7 +95,8 @@ def mix(cfg, proj: jax.Array, conv_state: jax.Array, M: jax.Array, conv_w, ssm_a
     """One DeltaNet layer after its input projection. proj [C, conv_dim + Hv*S + 2*Hv] holds
     [qkv | z | beta | alpha] (the loader merges attn_qkv, attn_gate, ssm_beta, ssm_alpha rows so
     x is read once). Returns (gated-normed output [C, Hv*S] for ssm_out, new conv state, new M).
-    form: "recurrent" or "chunked"; None: recurrent for one row (decode), chunked for more."""
+    form: "recurrent" or "chunked"; None: recurrent for one row (decode), chunked for more.
+    (A decode step with the native kernel runs native_layer instead.)"""
     C = proj.shape[0]
     Hk, Hv, S, cd = cfg.ssm_groups, cfg.ssm_heads, cfg.ssm_state, cfg.conv_dim
     qkv, z = proj[:, :cd], proj[:, cd : cd + Hv * S]
@@ -103,14 +105,38 @@ def mix(cfg, proj: jax.Array, conv_state: jax.Array, M: jax.Array, conv_w, ssm_a
     q = l2_norm(mixed[:, : Hk * S].reshape(C, Hk, S), cfg.rms_eps)
     k = l2_norm(mixed[:, Hk * S : 2 * Hk * S].reshape(C, Hk, S), cfg.rms_eps)
     v = mixed[:, 2 * Hk * S :].reshape(C, Hv, S)
-    # key heads tiled over value heads (ggml_repeat_4d: value head j reads key head j % Hk)
-    q, k = jnp.tile(q, (1, Hv // Hk, 1)) * (S**-0.5), jnp.tile(k, (1, Hv // Hk, 1))
     real = (jnp.arange(C) <= last)[:, None]  # padding rows leave the state alone
     g = jnp.where(real, jax.nn.softplus(alpha_x + dt_bias) * ssm_a, 0.0)
     beta = jnp.where(real, jax.nn.sigmoid(beta_x), 0.0)
     form = form or ("recurrent" if C == 1 else "chunked")
+    # key heads tiled over value heads (ggml_repeat_4d: value head j reads key head j % Hk)
+    q, k = jnp.tile(q, (1, Hv // Hk, 1)) * (S**-0.5), jnp.tile(k, (1, Hv // Hk, 1))
     o, M = (recurrent if form == "recurrent" else chunked)(M, q, k, v, g, beta)
     # gated RMS norm per head: rms(o) * w * silu(z)
     o = o * lax.rsqrt(jnp.mean(o * o, axis=-1, keepdims=True) + cfg.rms_eps) * ssm_norm
     o = o * jax.nn.silu(z.reshape(C, Hv, S))
     return o.reshape(C, Hv * S), conv_state, M
+
+
+def native_layer(cfg, proj: jax.Array, conv: jax.Array, M: jax.Array, layer, conv_w, ssm_a, dt_bias, ssm_norm):
+    """mix's recurrent form for one row, in the native kernel (kernels/deltanet_step.inc), on
+    layer `layer` of the whole stacks: conv [Lr, K-1, conv_dim], M [Lr, Hv, S, S], and the
+    weights conv_w [Lr, conv_dim, K], ssm_a, dt_bias [Lr, Hv], ssm_norm [Lr, S]. The state
+    buffers are aliased and updated in place: one pass over the layer's state where XLA made
+    four, and no copy of the stacks (which slicing a layer out of the scan's carry and writing it
+    back made). Returns (output [1, Hv*S], conv, M)."""
+    o, conv, M = jax.ffi.ffi_call(
+        "pinwheel_deltanet_step",
+        (jax.ShapeDtypeStruct((1, cfg.ssm_heads * cfg.ssm_state), jnp.float32),
+         jax.ShapeDtypeStruct(conv.shape, jnp.float32), jax.ShapeDtypeStruct(M.shape, jnp.float32)),
+        input_output_aliases={1: 1, 2: 2},
+    )(proj, conv, M, jnp.asarray(layer, jnp.int32).reshape(1), conv_w, ssm_a, dt_bias, ssm_norm,
+      key_heads=np.int64(cfg.ssm_groups), eps=np.float32(cfg.rms_eps))
+    return o, conv, M
+
+
+def set_row(stack: jax.Array, layer, row: jax.Array) -> jax.Array:
+    """stack [Lr, ...] with row `layer` replaced by row, in place in the native kernel (the stack
+    is aliased; see state_row in kernels/deltanet_step.inc for the copies this avoids)."""
+    return jax.ffi.ffi_call("pinwheel_state_row", jax.ShapeDtypeStruct(stack.shape, jnp.float32),
+                            input_output_aliases={0: 0})(stack, jnp.asarray(layer, jnp.int32).reshape(1), row)

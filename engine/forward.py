@@ -336,12 +336,23 @@ def _attention(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
 
 
 def _recurrent(cfg: ModelConfig, batch: Batch, x, w: Layers, i, conv, ssm):
-    """The Gated DeltaNet half of layer i, from its state (conv, ssm): its output [C, d] and its
-    new state."""
+    """The Gated DeltaNet half of layer i, from the recurrent state (conv [Lr, ...], ssm [Lr, ...]):
+    its output [C, d] and the state with its row r replaced. A decode step with the native kernel
+    updates its row of ssm in place (deltanet.native_step); otherwise XLA computes the row's new
+    state and writes it back."""
     r = jnp.asarray(_kind_index(cfg)[1])[i]
     proj = matmul(x, w.w_in, r, norm=w.rec_norm, eps=cfg.rms_eps)
-    o, conv, M = deltanet.mix(cfg, proj, conv, ssm, w.conv_w[r], w.ssm_a[r], w.dt_bias[r], w.ssm_norm[r], batch.last)
-    return matmul(o, w.w_ssm_out, r), (conv, M)
+    native = kernels.available() and not is_xla_form(w.w_in)
+    if native and x.shape[0] == 1:
+        o, conv, ssm = deltanet.native_layer(cfg, proj, conv, ssm, r, w.conv_w, w.ssm_a, w.dt_bias, w.ssm_norm)
+    else:
+        o, c, m = deltanet.mix(cfg, proj, conv[r], ssm[r], w.conv_w[r], w.ssm_a[r], w.dt_bias[r], w.ssm_norm[r],
+                               batch.last)
+        if native:
+            conv, ssm = deltanet.set_row(conv, r, c), deltanet.set_row(ssm, r, m)
+        else:
+            conv, ssm = lax.dynamic_update_index_in_dim(conv, c, r, 0), lax.dynamic_update_index_in_dim(ssm, m, r, 0)
+    return matmul(o, w.w_ssm_out, r), (conv, ssm)
 
 
 def _period(cfg: ModelConfig) -> int:
@@ -368,9 +379,7 @@ def _layers_hybrid(params: Params, cache: KVCache, batch: Batch, cfg: ModelConfi
         for j in range(p):
             i = t * p + j
             if cfg.kinds[j] == RECURRENT:
-                r = jnp.asarray(_kind_index(cfg)[1])[i]
-                a, (c, m) = _recurrent(cfg, batch, x, w, i, conv[r], ssm[r])
-                conv, ssm = lax.dynamic_update_index_in_dim(conv, c, r, 0), lax.dynamic_update_index_in_dim(ssm, m, r, 0)
+                a, (conv, ssm) = _recurrent(cfg, batch, x, w, i, conv, ssm)
             else:
                 a, row = _attention(cfg, batch, x, w, i, cache)
                 rows.append(row)

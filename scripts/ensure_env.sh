@@ -42,7 +42,7 @@ PINWHEEL_QT_LIBS=(
 pinwheel_install_stamp() {
   # setup.py and the kernel's sources: the editable install builds the kernel's variants in place
   cat "$PINWHEEL_ROOT/pyproject.toml" "$PINWHEEL_ROOT/setup.py" "$PINWHEEL_ROOT/engine/version.py" \
-    "$PINWHEEL_ROOT"/engine/kernels/*.cc "$PINWHEEL_ROOT/engine/kernels/variants.py" | sha256sum | cut -d' ' -f1
+    "$PINWHEEL_ROOT"/engine/kernels/*.cc "$PINWHEEL_ROOT"/engine/kernels/*.inc "$PINWHEEL_ROOT/engine/kernels/variants.py" | sha256sum | cut -d' ' -f1
 }
 
 pinwheel_ensure_env() {

@@ -3060,6 +3060,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnI8, attention<KV::I8>, PINWHEEL_ATTN_B
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnBF16, attention<KV::BF16>, PINWHEEL_ATTN_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN_BIND);
 
+// Gated DeltaNet's one-token state update (Qwen3.5's recurrent layers) lives in its own file:
+// it shares this file's thread pool and nothing else.
+#include "deltanet_step.inc"
+
 // The weight formats this build multiplies at speed (engine/quant.py's names): the loader holds
 // a tensor in its own format only where the build has a vector tile for it, and re-quantizes it
 // to q8_0 elsewhere (every build computes every format correctly: tile_scalar). Every vector

@@ -67,6 +67,7 @@ def choose(arch: str, features: frozenset[str] | set[str], built: set[str] | Non
 
 LIB_PREFIX = "libpinwheel_qmatmul-"
 SOURCES = ("qmatmul.cc", "relayout.cc", "cpu_features.cc")  # beside this file
+PARTS = ("deltanet_step.inc",)  # beside this file, included by qmatmul.cc
 INCLUDE = "include"  # the vendored XLA FFI headers, beside this file
 BASE_FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC")
 
@@ -105,6 +106,6 @@ def sources_digest(folder) -> str:
 
     folder = Path(folder)
     h = hashlib.sha256()
-    for f in [*(folder / s for s in SOURCES), *sorted((folder / INCLUDE).rglob("*.h"))]:
+    for f in [*(folder / s for s in (*SOURCES, *PARTS)), *sorted((folder / INCLUDE).rglob("*.h"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()

@@ -85,6 +85,36 @@ def test_padding_rows_leave_the_state_as_the_last_real_row_left_it():
         assert np.abs(state - want_state).max() < 1e-4 and np.abs(conv - want_conv).max() < 1e-6
 
 
+@pytest.mark.parametrize("S", [128, 20])  # the model's head size (vector lanes), and one with a tail
+def test_the_native_step_updates_its_layer_in_place_as_the_reference(S):
+    """Decode steps in the kernel (deltanet.native_layer), chained through 3-layer stacks of
+    state and weights: layer 1's outputs, conv state and DeltaNet state match the float64
+    reference, and layers 0 and 2 stay untouched."""
+    from engine import kernels
+
+    if not kernels.available():
+        pytest.skip("no native kernel in this build")
+    cfg = _cfg(S=S, Hk=2, Hv=4)
+    rng = np.random.default_rng(3)
+    proj, weights, conv0, state0 = _layer_inputs(cfg, rng, 12)
+    want, want_conv, want_state = deltanet_reference(cfg, proj, *weights, conv_state=conv0, state=state0)
+    other = [_layer_inputs(cfg, rng, 1) for _ in range(2)]  # layers 0 and 2: other weights and state
+    f32 = lambda a: jnp.asarray(np.stack(a), jnp.float32)  # noqa: E731
+    stack = lambda mine, theirs: f32([theirs[0], mine, theirs[1]])  # noqa: E731
+    w = [stack(weights[j], [o[1][j] for o in other]) for j in range(4)]
+    conv, state = stack(conv0, [o[2] for o in other]), stack(state0, [o[3] for o in other])
+    outs = []
+    for t in range(12):
+        o, conv, state = deltanet.native_layer(cfg, jnp.asarray(proj[t : t + 1], jnp.float32), conv, state,
+                                               jnp.int32(1), *w)
+        outs.append(np.asarray(o, np.float64))
+    got, conv, state = np.concatenate(outs), np.asarray(conv, np.float64), np.asarray(state, np.float64)
+    assert np.abs(got - want).max() < 1e-3 * max(1.0, np.abs(want).max())
+    assert np.abs(state[1] - want_state).max() < 1e-3 and np.abs(conv[1] - want_conv).max() < 1e-5
+    for i, o in zip((0, 2), other):
+        assert np.array_equal(state[i], np.float32(o[3])) and np.array_equal(conv[i], np.float32(o[2]))
+
+
 def test_chunked_prefill_is_within_the_stated_bound_of_recurrent_decode():
     """Four chunks of 64 rows chained through their state, against 256 recurrent steps, with
     the real model's head shape (S = 128) and a key-head group of 2."""
