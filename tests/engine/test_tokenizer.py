@@ -245,6 +245,40 @@ def test_parse_special_false_keeps_text(bpe, spm):
         assert sid not in tok.encode(f"a{marker}b", parse_special=False)
 
 
+def test_many_specials_split_as_testing_each_in_turn(bpe_md):
+    """A vocabulary padded with hundreds of control tokens (overlapping texts of many lengths)
+    is split exactly as testing every special in turn, longest first (llama.cpp's order)."""
+    rng = random.Random(5)
+    extra = sorted({"<" + "".join(rng.choice("ab|") for _ in range(rng.randint(1, 9))) + ">" for _ in range(900)})
+    md = dict(bpe_md)
+    md["tokenizer.ggml.tokens"] = list(bpe_md["tokenizer.ggml.tokens"]) + extra
+    types = list(bpe_md.get("tokenizer.ggml.token_type") or [1] * len(bpe_md["tokenizer.ggml.tokens"]))
+    md["tokenizer.ggml.token_type"] = types + [3] * len(extra)
+    tok = Tokenizer.from_metadata(md)
+    assert len(tok._special_texts) > 256  # the windowed lookup, not the short list
+
+    def each_in_turn(text):
+        order = sorted((i for i, t in enumerate(md["tokenizer.ggml.tokens"]) if tok.has_special(t)),
+                       key=lambda i: (-len(md["tokenizer.ggml.tokens"][i].encode()), i))
+        frags = [text]
+        for i in order:
+            s = md["tokenizer.ggml.tokens"][i]
+            out = []
+            for f in frags:
+                if type(f) is not str or s not in f:
+                    out.append(f)
+                    continue
+                for k, part in enumerate(f.split(s)):
+                    out += ([i] if k else []) + ([part] if part else [])
+            frags = out
+        return frags
+
+    for _ in range(200):
+        text = "".join(rng.choice(["x", " ", "<", ">", "a", "b", "|", "<|im_end|>", rng.choice(extra)])
+                       for _ in range(rng.randint(0, 40)))
+        assert tok._partition(text, True) == each_in_turn(text), text
+
+
 def test_decode_rejects_bad_ids(bpe):
     with pytest.raises(ValueError):
         bpe.decode([bpe.vocab_size])
