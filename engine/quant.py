@@ -35,7 +35,10 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   signs per 8, the 8th their parity) and a 4-bit scale ls, w = d (2 ls + 1) / 4 (iq3_xxs) or
   d (2 ls + 1) (iq3_s) times the signed grid value, with an f16 d per super-block (qmatmul.cc
   has the byte layout). Held so where the kernel multiplies them at speed; re-quantized to
-  q8_0 elsewhere and in the XLA path.
+  q8_0 elsewhere and in the XLA path;
+- `f16`, `bf16`: F16 and BF16 weights as stored, 2 bytes a value (per group of 8 rows and block
+  of 32, [value][row]; no scales: d is empty), multiplied in f32 against x as it is. Held so
+  where the kernel multiplies them at speed; re-quantized to q8_0 elsewhere and in the XLA path.
 A stacked weight whose layers differ in type is held per format (MixedLinear): each layer in
 the narrowest format its own tensors allow; a layer whose merged tensors differ in type (a
 Q4_K_M file's Q4_K attn_q/attn_k beside a Q6_K attn_v) keeps each run of them in its own format
@@ -76,8 +79,9 @@ F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
 FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs", "q3_k", "q2_k",
-           "iq3_xxs", "iq3_s")
+           "iq3_xxs", "iq3_s", "f16", "bf16")
 IQ3 = ("iq3_xxs", "iq3_s")
+FLOAT = ("f16", "bf16")
 FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
 IQ4 = ("iq4_nl", "iq4_xs")
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int8)
@@ -87,7 +91,8 @@ XLA_FORMS = {"q8_0": "xla_q8", "q4_0": "xla_q8", "q4_1": "xla_q8m", "q4_k": "xla
 _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * GROUP, "q4_k": QK // 2 * GROUP,
                 "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
                 "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP,
-                "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP, "iq3_xxs": 12 * GROUP, "iq3_s": 27 * GROUP // 2}
+                "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP, "iq3_xxs": 12 * GROUP, "iq3_s": 27 * GROUP // 2,
+                "f16": 2 * QK * GROUP, "bf16": 2 * QK * GROUP}
 # iq3's sign words' offset in a group's block (iq3_s: after the 9th bits), and its row-layout widths
 _IQ3_SIGNS = {"iq3_xxs": 64, "iq3_s": 72}
 
@@ -220,6 +225,8 @@ def to_chunks(a: np.ndarray | None, step: int = 256) -> np.ndarray | None:
     a = np.ascontiguousarray(a)  # the loader's arrays already are: no copy
     *lead, G, nb, W = a.shape
     K = chunk_width(G)
+    if a.size == 0:  # (f16's empty scales)
+        return a.reshape(*lead, G // K, nb, K * W)
     flat = a.reshape(-1, G // K, K, nb, W)  # a view
     for i in range(flat.shape[0]):
         for c0 in range(0, G // K, step):
@@ -262,6 +269,11 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
             shift = (4 * jnp.arange(2, dtype=jnp.uint8)[:, None] + jnp.arange(4, dtype=jnp.uint8)).reshape(2, 4, 1, 1)
             hi = jnp.moveaxis(((hb >> shift) & 1).astype(jnp.float32), -2, -5)  # [8 rows, nb, 2, 4, 4]
             v = v + 4.0 * hi - 4.0
+    elif fmt in FLOAT:  # [nb, value j, 8 rows] of 16-bit floats
+        h = jax.lax.bitcast_convert_type(q.reshape(*lead, nb, QK, GROUP, 2), jnp.uint16)
+        f = (jax.lax.bitcast_convert_type(h, jnp.float16) if fmt == "f16"
+             else jax.lax.bitcast_convert_type(h, jnp.bfloat16)).astype(jnp.float32)
+        return jnp.moveaxis(jnp.moveaxis(f, -1, -2), -2, -3)  # [8 rows, nb, 32]
     elif fmt in IQ3:  # grid entries [nb, step, row, 4] with each value's sign (bit v of the row's word)
         idx = q[..., : 8 * GROUP].reshape(*lead, nb, 8, GROUP).astype(jnp.int32)
         if fmt == "iq3_s":  # the 9th bits: bit k of row's byte
@@ -427,6 +439,8 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
         v = v * dw + coef
     elif w.fmt in IQ3:
         v = v * _iq3_scales(_groups(w.q, _BLOCK_BYTES[w.fmt]), _groups(w.d, GROUP), w.fmt)
+    elif w.fmt in FLOAT:
+        pass  # (the values themselves)
     else:
         v = v * _scales(_groups(w.d, GROUP))
     if w.fmt in ("q4_1", "q5_1"):
@@ -462,6 +476,8 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
     elif w.fmt in IQ3:
         v = _values(group(w.q), w.fmt)[i, r] * _iq3_scales(group(w.q), group(w.d), w.fmt)[i, r]
+    elif w.fmt in FLOAT:
+        v = _values(group(w.q), w.fmt)[i, r]
     else:
         v = _values(group(w.q), w.fmt)[i, r] * _scales(group(w.d))[i, r]  # [C, nb, 32]
     if w.fmt in ("q4_1", "q5_1"):
@@ -819,6 +835,13 @@ def blocks_iq3_s(raw: np.ndarray):
     return q.reshape(rows, -1, 14), d, None
 
 
+def rows_float(raw: np.ndarray):
+    """F16 or BF16 rows (numbers or their bytes) -> f16 / bf16 rows: the 16-bit values [rows, in]
+    as uint16, an empty d [rows, in/32, 0] (no scales)."""
+    q = np.ascontiguousarray(raw).view(np.uint16).reshape(raw.shape[0], -1)
+    return q, np.zeros((q.shape[0], q.shape[1] // QK, 0), np.float16), None
+
+
 # GGUF type -> (the format it is kept in as stored, its rows' reader)
 NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q4_0": ("q4_0", lambda raw: _plain_blocks(raw, 18, False, np.uint8)),
@@ -833,7 +856,9 @@ NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "Q3_K": ("q3_k", blocks_q3_k),
           "Q2_K": ("q2_k", blocks_q2_k),
           "IQ3_XXS": ("iq3_xxs", blocks_iq3_xxs),
-          "IQ3_S": ("iq3_s", blocks_iq3_s)}
+          "IQ3_S": ("iq3_s", blocks_iq3_s),
+          "F16": ("f16", rows_float),
+          "BF16": ("bf16", rows_float)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -886,6 +911,11 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return _interleave_lowk(q, d, m, fmt)
     if fmt in IQ3:
         return _interleave_iq3(q, d, fmt)
+    if fmt in FLOAT:  # [G, block, value j, row], 2 bytes each
+        q, d = _pad_groups(q, d)
+        G, nb = q.shape[0] // GROUP, q.shape[1] // QK
+        qi = q.reshape(G, GROUP, nb, QK).transpose(0, 2, 3, 1)
+        return np.ascontiguousarray(qi).view(np.uint8).reshape(G, nb, _BLOCK_BYTES[fmt]), np.zeros((G, nb, 0), np.float16), None
     if fmt in FIVE_BIT:  # the base format's layout of the low 4 bits, then the 5th bits' step
         qi, di, mi = interleave(_nibbles(q & 15), d, m, FIVE_BIT[fmt])
         return np.concatenate([qi, _fifth_bits(q)], axis=-1), di, mi
@@ -1039,6 +1069,8 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K2_M))
     if fmt in IQ3:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * 2 * GROUP)
+    if fmt in FLOAT:
+        return G * nb * _BLOCK_BYTES[fmt]
     return G * nb * (_BLOCK_BYTES[fmt] + 2 * GROUP * (2 if fmt == "q4_1" else 1))
 
 
@@ -1078,6 +1110,8 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
         return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K2_M), np.uint8)
     if fmt in IQ3:
         return q, aligned_empty((*lead, G, inp // QK_K, GROUP), np.float16), None
+    if fmt in FLOAT:
+        return q, aligned_empty((*lead, G, nb, 0), np.float16), None
     d = aligned_empty((*lead, G, nb, GROUP), np.float16)
     return q, d, (aligned_empty(d.shape, np.float16) if fmt in ("q4_1", "q5_1") else None)
 
@@ -1094,6 +1128,8 @@ def empty_chunked(fmt: str, lead: tuple[int, ...], out: int, inp: int):
 def put_groups(dst: np.ndarray, g0: int, a: np.ndarray) -> None:
     """Groups g0, g0 + 1, ... of one layer (interleave's output a [n, nb, width], group order)
     into that layer's chunked array dst [G/K, nb, K * width], where to_chunks would put them."""
+    if a.shape[-1] == 0:  # (f16's empty scales)
+        return
     C, nb, kw = dst.shape
     K = kw // a.shape[-1]
     v = dst.reshape(C, nb, K, -1)  # [chunk, block, group in chunk, width]: a view
@@ -1132,6 +1168,8 @@ def relay(raw: np.ndarray, fmt: str, dst: tuple, g0: int, order: np.ndarray | No
     would write, from the file's bytes, on every core). order: row i is raw[order[i]] (the
     loader's un-permuting, without a copy). Returns the NaN or infinite scales met."""
     raw = np.ascontiguousarray(raw)
+    if raw.dtype != np.uint8 and raw.ndim == 2:  # (F16 rows read as numbers: their bytes)
+        raw = raw.view(np.uint8)
     if order is not None:
         order = np.ascontiguousarray(order, np.int64)
         assert order.shape == raw.shape[:1]

@@ -54,7 +54,7 @@ constexpr int QK = 32;
 
 // (Q4_KX and Q5_KX are q4_k and q5_k with a chunk's scales decoded to f32 first: qmatmul_rows'
 // choice, not layouts.)
-enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S };
+enum class Fmt { Q8_0, Q4_0, Q4_1, Q4_K, Q4_KX, Q6_K, Q5_0, Q5_1, Q5_K, Q5_KX, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S, F16, BF16 };
 
 [[maybe_unused]] inline float half_to_float(uint16_t h) {  // (the generic tile's)
 #if defined(__F16C__)
@@ -184,6 +184,7 @@ struct QRow {
   const float* s;  // d * sum(q) per block
   const int32_t* n;  // sum(q) per block (the ARM paths without an unsigned x signed dot use it)
   const int32_t* n16;  // sum(q) per 16 values (q6_k's, q3_k's and q2_k's offsets and mins, per their scales' 16 values), or null
+  const float* f;  // the row itself, f32 (the f16 and bf16 weights' products), or null
 };
 
 void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n) {
@@ -289,6 +290,12 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // rows' entries on AVX2), give each value its sign, and multiply as q8_0's unsigned w + 128
 // (NEON's dotprod and baseline and the SSE tile: signed w, as iq4's) with dw = db and coef =
 // -128 db. The files' 98 and 110 bytes a row and super-block.
+//
+// f16 and bf16 are F16 and BF16 weights as stored, 2 bytes a value: per group and block of 32,
+// [value j][8 rows] (512 bytes: one 16-byte load is value j of the 8 rows). x stays f32 (not
+// quantized) and each row's product is one fused multiply-add chain over the values in order,
+// w converted to f32 exactly: acc = fma(w_j, x_j, acc), the same on every path (SSE: fma_exact),
+// so the builds agree bit for bit. No scales (d and m hold nothing).
 constexpr int GROUP = 8;
 constexpr int QK_K = 256, BLOCKS_K = QK_K / QK;
 
@@ -301,6 +308,8 @@ constexpr bool iq4() { return F == Fmt::IQ4_NL || F == Fmt::IQ4_XS; }
 alignas(16) constexpr uint8_t IQ4_U[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 template <Fmt F>
 constexpr bool iq3() { return F == Fmt::IQ3_XXS || F == Fmt::IQ3_S; }
+template <Fmt F>
+constexpr bool float_w() { return F == Fmt::F16 || F == Fmt::BF16; }  // f16 / bf16 weights: f32 products
 // IQ3_XXS's and IQ3_S's grids: llama.cpp's iq3xxs_grid and iq3s_grid, copied verbatim from
 // ggml/src/ggml-common.h (ggml-org/llama.cpp, MIT licence, Copyright (c) 2023-2024 The ggml
 // authors). Each entry is 4 unsigned values, the first in the low byte.
@@ -470,13 +479,15 @@ template <Fmt F>
 constexpr int block_bytes() {
   return F == Fmt::Q8_0 ? QK * GROUP : F == Fmt::Q6_K ? 3 * QK / 4 * GROUP : five_bit<F>() ? 5 * QK / 8 * GROUP
          : F == Fmt::Q3_K ? 3 * QK / 8 * GROUP : F == Fmt::Q2_K ? QK / 4 * GROUP
-         : F == Fmt::IQ3_XXS ? 12 * GROUP : F == Fmt::IQ3_S ? 27 * GROUP / 2 : QK / 2 * GROUP;
+         : F == Fmt::IQ3_XXS ? 12 * GROUP : F == Fmt::IQ3_S ? 27 * GROUP / 2 : float_w<F>() ? 2 * QK * GROUP
+         : QK / 2 * GROUP;
 }
 // u16 elements of d and of m per chunk of K groups over nb blocks (the layer's and the chunk's
 // stride; m holds q4_k's scale bytes, two a u16)
 template <Fmt F>
 constexpr size_t d_per_chunk(int nb, int K) {
-  return k_scales<F>() || F == Fmt::Q2_K ? (size_t)nb / BLOCKS_K * K * 16
+  return float_w<F>() ? 0
+         : k_scales<F>() || F == Fmt::Q2_K ? (size_t)nb / BLOCKS_K * K * 16
          : F == Fmt::Q6_K || F == Fmt::IQ4_XS || F == Fmt::Q3_K || iq3<F>() ? (size_t)nb / BLOCKS_K * K * GROUP
                                                                          : (size_t)nb * K * GROUP;
 }
@@ -2143,6 +2154,93 @@ void rms_norm_row(const float* x, const float* g, int n, float eps, float* out) 
   for (int i = 0; i < n; ++i) out[i] = x[i] * r * g[i];
 }
 
+// One chunk of G groups of f16 or bf16 weights against R f32 rows of x: value j of the 8 rows
+// of a group as f32 lanes, fused into each row's accumulator in value order (see the layout).
+[[maybe_unused]] inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+template <Fmt F, int R, int G>
+void tile_float(const uint8_t* wq, const QRow* x, int nb, float* out, int64_t out_stride) {
+  const uint16_t* w = (const uint16_t*)wq;
+#if defined(__AVX2__)
+  __m256 acc[R][G];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b)
+    for (int g = 0; g < G; ++g) {
+      const uint16_t* wb = w + ((size_t)b * G + g) * QK * GROUP;
+      for (int j = 0; j < QK; ++j) {
+        const __m128i h = _mm_loadu_si128((const __m128i*)(wb + GROUP * j));
+        const __m256 v = F == Fmt::F16 ? _mm256_cvtph_ps(h) : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        for (int r = 0; r < R; ++r) acc[r][g] = _mm256_fmadd_ps(v, _mm256_set1_ps(x[r].f[b * QK + j]), acc[r][g]);
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) _mm256_storeu_ps(out + r * out_stride + g * GROUP, acc[r][g]);
+#elif defined(__SSE4_1__) && !defined(PW_NEON)
+  vd4 acc[R][G][2];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = d4_zero();
+  for (int b = 0; b < nb; ++b)
+    for (int g = 0; g < G; ++g) {
+      const uint16_t* wb = w + ((size_t)b * G + g) * QK * GROUP;
+      for (int j = 0; j < QK; ++j)
+        for (int h = 0; h < 2; ++h) {
+          const uint16_t* p = wb + GROUP * j + 4 * h;
+          const __m128 v = F == Fmt::F16 ? half4(p) : _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i*)p)), 16));
+          const vd4 vd = d4_from(v);
+          for (int r = 0; r < R; ++r) {
+            const __m128d xd = _mm_set1_pd((double)x[r].f[b * QK + j]);
+            acc[r][g][h] = fma_exact(vd, {xd, xd}, acc[r][g][h]);
+          }
+        }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g)
+      for (int h = 0; h < 2; ++h) _mm_storeu_ps(out + r * out_stride + g * GROUP + 4 * h, d4_to(acc[r][g][h]));
+#elif defined(PW_NEON)
+  float32x4_t acc[R][G][2];
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g) acc[r][g][0] = acc[r][g][1] = vdupq_n_f32(0.f);
+  for (int b = 0; b < nb; ++b)
+    for (int g = 0; g < G; ++g) {
+      const uint16_t* wb = w + ((size_t)b * G + g) * QK * GROUP;
+      for (int j = 0; j < QK; ++j) {
+        const uint16x8_t h = vld1q_u16(wb + GROUP * j);
+        float32x4_t v[2];
+        if constexpr (F == Fmt::F16) {
+          const float16x8_t hf = vreinterpretq_f16_u16(h);
+          v[0] = vcvt_f32_f16(vget_low_f16(hf)), v[1] = vcvt_high_f32_f16(hf);
+        } else {
+          v[0] = vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)), v[1] = vreinterpretq_f32_u32(vshll_high_n_u16(h, 16));
+        }
+        for (int r = 0; r < R; ++r) {
+          const float xv = x[r].f[b * QK + j];
+          acc[r][g][0] = vfmaq_n_f32(acc[r][g][0], v[0], xv), acc[r][g][1] = vfmaq_n_f32(acc[r][g][1], v[1], xv);
+        }
+      }
+    }
+  for (int r = 0; r < R; ++r)
+    for (int g = 0; g < G; ++g)
+      for (int h = 0; h < 2; ++h) vst1q_f32(out + r * out_stride + g * GROUP + 4 * h, acc[r][g][h]);
+#else
+  for (int g = 0; g < G; ++g)
+    for (int r = 0; r < R; ++r)
+      for (int row = 0; row < GROUP; ++row) {
+        float acc = 0.f;
+        for (int b = 0; b < nb; ++b)
+          for (int j = 0; j < QK; ++j) {
+            const uint16_t h = w[((size_t)b * G + g) * QK * GROUP + GROUP * j + row];
+            acc = std::fma(F == Fmt::F16 ? half_to_float(h) : bf16_to_float(h), x[r].f[b * QK + j], acc);
+          }
+        out[r * out_stride + g * GROUP + row] = acc;
+      }
+#endif
+}
+
 // Row tiles of the products: R rows of x a tile (4 for one-group chunks, else 2: about as many
 // accumulators as the registers hold), then one at a time. NEON without dotprod holds each x
 // row's 8 broadcast steps in registers as well, so it takes half as many; so does SSE (16
@@ -2171,14 +2269,22 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
   const QRow* xr = rows.data();  // the helpers' lambda must see this thread's rows, not their own
   thread_local std::vector<float> xn;
   if (norm) xn.resize(I);
-  for (int64_t c = 0; c < C; ++c) {
+  if constexpr (float_w<F>()) {  // f16 / bf16: x as it is (normed where asked), f32
+    thread_local std::vector<float> xf;
+    if (norm) xf.resize(C * I);
+    for (int64_t c = 0; c < C; ++c) {
+      if (norm) rms_norm_row(x + c * I, norm, (int)I, eps, &xf[c * I]);
+      rows[c] = QRow{nullptr, nullptr, nullptr, nullptr, nullptr, norm ? &xf[c * I] : x + c * I};
+    }
+  }
+  for (int64_t c = 0; c < C && !float_w<F>(); ++c) {
     const float* xc = x + c * I;
     if (norm) {
       rms_norm_row(xc, norm, (int)I, eps, xn.data());
       xc = xn.data();
     }
     quantize_row(xc, nb, &q[c * I], &d[c * nb], &s[c * nb], &n[c * nb]);
-    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr};
+    rows[c] = QRow{&q[c * I], &d[c * nb], &s[c * nb], &n[c * nb], nullptr, nullptr};
     if constexpr (halves16<F>()) {
       for (int h = 0; h < 2 * nb; ++h) {
         int32_t t = 0;
@@ -2200,9 +2306,15 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
       constexpr int KK = decltype(kk)::value, R = tile_rows(KK);
       constexpr Fmt FF = decltype(ff)::value;
       int64_t c = 0;
-      for (; c + R <= C; c += R) tile<FF, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-      if constexpr (R > 1)
-        for (; c < C; ++c) tile<FF, 1, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+      if constexpr (float_w<FF>()) {
+        for (; c + R <= C; c += R) tile_float<FF, R, KK>(wg, xr + c, nb, oc + c * O, O);
+        if constexpr (R > 1)
+          for (; c < C; ++c) tile_float<FF, 1, KK>(wg, xr + c, nb, oc + c * O, O);
+      } else {
+        for (; c + R <= C; c += R) tile<FF, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+        if constexpr (R > 1)
+          for (; c < C; ++c) tile<FF, 1, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+      }
     };
     auto widths = [&](auto ff) {
       if (K == 4) rows(std::integral_constant<int, 4>{}, ff);
@@ -3038,6 +3150,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ3_K, qmatmul<Fmt::Q3_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelQ2_K, qmatmul<Fmt::Q2_K>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ3_XXS, qmatmul<Fmt::IQ3_XXS>, PINWHEEL_BIND);
 XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelIQ3_S, qmatmul<Fmt::IQ3_S>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelF16, qmatmul<Fmt::F16>, PINWHEEL_BIND);
+XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelBF16, qmatmul<Fmt::BF16>, PINWHEEL_BIND);
 
 #define PINWHEEL_ATTN_BIND                             \
   ffi::Ffi::Bind()                                     \
@@ -3071,7 +3185,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(PinwheelAttnF32, attention<KV::F32>, PINWHEEL_ATTN
 // C++ build (tile_scalar for all) keeps to the four it has always listed.
 extern "C" const char* pinwheel_kernel_formats() {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
-  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs q3_k q2_k iq3_xxs iq3_s";
+  return "q8_0 q4_0 q4_1 q4_k q6_k q5_0 q5_1 q5_k iq4_nl iq4_xs q3_k q2_k iq3_xxs iq3_s f16 bf16";
 #else
   return "q8_0 q4_0 q4_1 q4_k";
 #endif

@@ -27,7 +27,7 @@ namespace relay {
 
 constexpr int GROUP = 8, QK = 32, BLOCKS_K = 8;  // rows a group; values a block; blocks a super-block
 
-enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S };
+enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S, F16, BF16 };
 
 // One format: engine/quant.py's name, the GGUF block it is stored in (bytes, values), and one
 // group's bytes of q per block of 32 and of d and m per scale unit.
@@ -45,6 +45,7 @@ constexpr Spec SPECS[] = {
     {"iq4_nl", Src::IQ4_NL, 18, 32, 128, 16, 0},    {"iq4_xs", Src::IQ4_XS, 136, 256, 128, 16, 48},
     {"q3_k", Src::Q3_K, 110, 256, 96, 16, 96},      {"q2_k", Src::Q2_K, 84, 256, 64, 32, 128},
     {"iq3_xxs", Src::IQ3_XXS, 98, 256, 96, 16, 0},  {"iq3_s", Src::IQ3_S, 110, 256, 108, 16, 0},
+    {"f16", Src::F16, 64, 32, 512, 0, 0},           {"bf16", Src::BF16, 64, 32, 512, 0, 0},
 };
 
 inline uint32_t load32(const uint8_t* p) {
@@ -348,6 +349,16 @@ int64_t group_iq3(const Spec& s, const Group& o, int64_t nu, const uint8_t* cons
   return bad;
 }
 
+// f16 and bf16: per block of 32 the 8 rows' values as [value][row], 2 bytes each (no scales).
+int64_t group_float(const Group& o, int64_t nb, const uint8_t* const* row) {
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* qo = o.q + b * o.q_step;
+    for (int r = 0; r < GROUP; ++r)
+      for (int j = 0; j < QK; ++j) std::memcpy(qo + 2 * (GROUP * j + r), row[r] + 2 * (b * QK + j), 2);
+  }
+  return 0;
+}
+
 int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const uint8_t* const* row) {
   switch (s.src) {
     case Src::Q8_0:
@@ -378,6 +389,9 @@ int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const
       return group_iq3<true>(s, o, nu, row);
     case Src::IQ3_S:
       return group_iq3<false>(s, o, nu, row);
+    case Src::F16:
+    case Src::BF16:
+      return group_float(o, nb, row);
   }
   return 0;
 }

@@ -40,6 +40,10 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 4, (out, inp), dtype=np.uint8)
         d = (rng.random((out, inp // 256, 2)) * 0.002).astype(np.float16)
         return q, d, rng.integers(0, 256, (out, inp // 256, 16), dtype=np.uint8)
+    if fmt in quant.FLOAT:  # 16-bit floats as uint16, no scales
+        v = (rng.standard_normal((out, inp)) * 0.05).astype(np.float32)
+        h = v.astype(np.float16).view(np.uint16) if fmt == "f16" else (v.view(np.uint32) >> 16).astype(np.uint16)
+        return h, np.zeros((out, nb, 0), np.float16), None
     if fmt in quant.IQ3:  # a block's 8 indices, (iq3_s: their 9th bits,) 4 sign bytes, (iq3_s: its ls); d per super-block
         q = rng.integers(0, 256, (out, nb, 12 if fmt == "iq3_xxs" else 14), dtype=np.uint8)
         if fmt == "iq3_s":
@@ -68,6 +72,9 @@ def _dense(fmt, q, d, m):
         cf = (dd[..., 1:] * -(m >> 4).astype(np.float32)).reshape(d.shape[0], -1)
         v = q.astype(np.float32).reshape(d.shape[0], -1, 16)
         return (v * dw[..., None] + cf[..., None]).reshape(d.shape[0], -1)
+    if fmt in quant.FLOAT:  # the 16-bit floats themselves
+        return (q.view(np.float16).astype(np.float32) if fmt == "f16"
+                else (q.astype(np.uint32) << 16).view(np.float32))
     if fmt in quant.IQ3:  # llama.cpp's grid values by index, each with its sign, times d (2 ls + 1) (/ 4)
         out, nb, _ = q.shape
         idx = q[..., :8].astype(np.int32)
@@ -324,3 +331,34 @@ def test_every_variant_this_cpu_runs_agrees_with_the_xla_path(variant):
                         "(kernel or native_attention) and not every_variant and not builds_here"],
                        cwd=Path(__file__).parents[2], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout, r.stdout[-3000:]
+
+
+@pytest.mark.parametrize("type_name, fmt", [("F16", "f16"), ("BF16", "bf16")])
+def test_f16_and_bf16_are_held_as_stored(tmp_path, type_name, fmt):
+    """An F16 or BF16 file's matrices are held in their own 2 bytes a value where the kernel
+    multiplies them (not re-quantized to q8_0): the loaded weights are the file's values exactly,
+    and held / file tensor bytes is 1 (up to the F32 norms)."""
+    from engine import load_model
+    from engine.gguf_loader import check_model_file, read_gguf, weight_bytes
+    from tests.fixtures.tiny_gguf import write_tiny_gguf
+
+    if fmt not in (kernels.formats() or ()):
+        pytest.skip(f"this kernel build does not multiply {fmt} at speed: {kernels.status()}")
+    tensor_types = {f"blk.{i}.{n}.weight": type_name for i in range(2)
+                    for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")}
+    path = write_tiny_gguf(tmp_path / f"{fmt}.gguf", d_model=64, ffn_dim=128, n_layers=2, tensor_type="F16",
+                           embedding_type="F16", tied=False, tensor_types=tensor_types if type_name == "BF16" else None)
+    tensors = read_gguf(path).tensors
+    types = {t.name: t.tensor_type.name for t in tensors}
+    file_bytes = sum(int(t.n_bytes) for t in tensors if t.tensor_type.name != "F32")
+    held = weight_bytes(check_model_file(path), types.get)
+    assert held <= 1.02 * file_bytes, held / file_bytes
+    model = load_model(path)
+    assert model.weight_bytes == held
+    down = next(t for t in tensors if t.name == "blk.1.ffn_down.weight")
+    import gguf
+
+    assert model.params.layers.w_down.fmt == fmt
+    want = gguf.quants.dequantize(np.asarray(down.data), down.tensor_type).reshape(64, 128)
+    got = np.asarray(quant.dequantize(quant.layer_of(model.params.layers.w_down, 1)))
+    np.testing.assert_array_equal(got, want)

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.llamacpp
 # type each must bring in (beside the Q6_K/Q4_K/Q5_K its mixes use for some tensors)
 FTYPES = {"Q2_K": "Q2_K", "Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K",
           "Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
-          "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S", "IQ3_XXS": "IQ3_XXS"}
+          "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S", "IQ3_XXS": "IQ3_XXS",
+          "F16": "F16", "BF16": "BF16"}
 MAX_MEAN_ABS_DLOGP = 0.064  # the family tests' bound (tests/engine/test_families.py)
 MIN_TOP1 = 0.9  # this flat-ish model: its Q8_0 file, weights identical on both sides, reads 93%
 

@@ -4,7 +4,7 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k, iq3_xxs, iq3_s; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k, iq3_xxs, iq3_s, f16, bf16; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -66,7 +66,7 @@ const char* fmt_name(Fmt f) {
   return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
          : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : f == Fmt::Q5_K ? "q5_k"
          : f == Fmt::IQ4_NL ? "iq4_nl" : f == Fmt::IQ4_XS ? "iq4_xs" : f == Fmt::Q3_K ? "q3_k" : f == Fmt::Q2_K ? "q2_k"
-         : f == Fmt::IQ3_XXS ? "iq3_xxs" : "iq3_s";
+         : f == Fmt::IQ3_XXS ? "iq3_xxs" : f == Fmt::IQ3_S ? "iq3_s" : f == Fmt::F16 ? "f16" : "bf16";
 }
 
 struct Weight {
@@ -88,7 +88,7 @@ struct Weight {
 int gguf_block_bytes(Fmt f) {
   return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
          : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : f == Fmt::Q3_K ? 110
-         : f == Fmt::Q2_K ? 84 : f == Fmt::IQ3_XXS ? 98 : f == Fmt::IQ3_S ? 110 : 136;
+         : f == Fmt::Q2_K ? 84 : f == Fmt::IQ3_XXS ? 98 : f == Fmt::IQ3_S ? 110 : f == Fmt::F16 || f == Fmt::BF16 ? 64 : 136;
 }
 bool gguf_super(Fmt f) {
   return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS || f == Fmt::Q3_K || f == Fmt::Q2_K ||
@@ -96,6 +96,7 @@ bool gguf_super(Fmt f) {
 }
 int half_off(Fmt f) { return f == Fmt::Q6_K ? 32 : f == Fmt::Q3_K ? 4 : 0; }  // (q - off) per 16 values
 bool per16(Fmt f) { return f == Fmt::Q6_K || f == Fmt::Q3_K || f == Fmt::Q2_K; }
+bool is_float(Fmt f) { return f == Fmt::F16 || f == Fmt::BF16; }
 void put_half(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 // 32 4-bit values as GGUF's 16 bytes: byte t holds value t low, value t + 16 high.
 void put_nibbles16(uint8_t* p, const int* v) {
@@ -106,6 +107,7 @@ int block_bytes_of(Fmt f) {
   return f == Fmt::Q8_0 ? block_bytes<Fmt::Q8_0>() : f == Fmt::Q6_K ? block_bytes<Fmt::Q6_K>()
          : f == Fmt::Q3_K ? block_bytes<Fmt::Q3_K>() : f == Fmt::Q2_K ? block_bytes<Fmt::Q2_K>()
          : f == Fmt::IQ3_XXS ? block_bytes<Fmt::IQ3_XXS>() : f == Fmt::IQ3_S ? block_bytes<Fmt::IQ3_S>()
+         : is_float(f) ? block_bytes<Fmt::F16>()
          : f == Fmt::Q5_0 || f == Fmt::Q5_1 || f == Fmt::Q5_K ? block_bytes<Fmt::Q5_0>() : block_bytes<Fmt::Q4_0>();
 }
 
@@ -195,8 +197,48 @@ Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
   return w;
 }
 
+// F16 / BF16: random values, stored as GGUF does (2 bytes a value, little-endian) and in the
+// kernel's layout ([value j][8 rows] per group and block); no scales.
+Weight make_float(std::mt19937& rng, Fmt fmt, int out, int inp) {
+  Weight w;
+  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
+  w.G = (out + GROUP - 1) / GROUP;
+  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
+  w.n_chunks = w.G / w.K;
+  const int nb = w.nb;
+  std::normal_distribution<double> normal(0.0, 0.05);
+  w.dense.assign((size_t)out * inp, 0.0);
+  w.row_bytes = 2 * inp;
+  w.gguf.assign((size_t)out * w.row_bytes, 0);
+  w.q.assign((size_t)w.G * nb * block_bytes_of(fmt), 0);
+  for (int o = 0; o < out; ++o)
+    for (int i = 0; i < inp; ++i) {
+      const double v = normal(rng);
+      uint16_t h;
+      if (fmt == Fmt::F16) {
+        h = d2h(v);
+        w.dense[(size_t)o * inp + i] = h2d(h);
+      } else {  // bf16: the top 16 bits of the f32 (truncated: any bf16 will do)
+        const float f = (float)v;
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        h = (uint16_t)(bits >> 16);
+        bits = (uint32_t)h << 16;
+        float back;
+        std::memcpy(&back, &bits, 4);
+        w.dense[(size_t)o * inp + i] = back;
+      }
+      std::memcpy(&w.gguf[(size_t)o * w.row_bytes + 2 * i], &h, 2);
+      const int g = o / GROUP, row = o % GROUP, b = i / QK, j = i % QK;
+      const size_t at = ((size_t)(g / w.K) * nb + b) * w.K + g % w.K;
+      std::memcpy(&w.q[at * block_bytes_of(fmt) + 2 * (GROUP * j + row)], &h, 2);
+    }
+  return w;
+}
+
 Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   if (fmt == Fmt::IQ3_XXS || fmt == Fmt::IQ3_S) return make_iq3(rng, fmt, out, inp);
+  if (is_float(fmt)) return make_float(rng, fmt, out, inp);
   Weight w;
   w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
   w.G = (out + GROUP - 1) / GROUP;
@@ -511,6 +553,8 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::Q2_K: qmatmul_rows<Fmt::Q2_K>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.m.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::IQ3_XXS: qmatmul_rows<Fmt::IQ3_XXS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::IQ3_S: qmatmul_rows<Fmt::IQ3_S>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::F16: qmatmul_rows<Fmt::F16>(threads, x, C, w.inp, w.q.data(), nullptr, nullptr, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::BF16: qmatmul_rows<Fmt::BF16>(threads, x, C, w.inp, w.q.data(), nullptr, nullptr, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
@@ -521,7 +565,7 @@ void check_products(std::mt19937& rng) {
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
   for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
-                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S})
+                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16})
     for (const auto& sh : shapes) {
       const bool supers = gguf_super(fmt);
       if (supers && sh[1] % QK_K) continue;  // (whole super-blocks only)
@@ -552,7 +596,12 @@ void check_products(std::mt19937& rng) {
               qr += dd * (double)(sum - off * n) + w.cf16[i16] * xd[b] * (double)n;
               mag += std::fabs(dd) * (double)(asum + off * std::labs(n)) + std::fabs(w.cf16[i16] * xd[b] * (double)n);
             }
-          for (int b = 0; b < nb && !per16(w.fmt); ++b) {
+          if (is_float(w.fmt) && o < w.out)  // x itself (f32) times the stored values: a chain of fused adds
+            for (int i = 0; i < I; ++i) {
+              const double p = (double)x[(size_t)c * I + i] * w.dense[(size_t)o * I + i];
+              qr += p, mag += std::fabs(p);
+            }
+          for (int b = 0; b < nb && !per16(w.fmt) && !is_float(w.fmt); ++b) {
             long sum = 0, asum = 0;
             for (int j = 0; j < QK; ++j) {
               const long p = (long)w.u[(size_t)o * I + b * QK + j] * xq[b * QK + j];
@@ -562,7 +611,8 @@ void check_products(std::mt19937& rng) {
             qr += dd * (double)sum + w.coef[(size_t)o * nb + b] * xs[b];
             mag += std::fabs(dd) * (double)asum + std::fabs(w.coef[(size_t)o * nb + b] * xs[b]);
           }
-          ref[(size_t)c * O + o] = r, qref[(size_t)c * O + o] = qr, bound[(size_t)c * O + o] = (nb + 2) * 1.2e-7 * mag + 1e-30;
+          ref[(size_t)c * O + o] = r, qref[(size_t)c * O + o] = qr;
+          bound[(size_t)c * O + o] = (is_float(w.fmt) ? I + 2 : nb + 2) * 1.2e-7 * mag + 1e-30;
         }
       }
       const std::string tag = std::string(fmt_name(fmt)) + " " + std::to_string(w.out) + "x" + std::to_string(I);
@@ -636,7 +686,7 @@ bool relaid_matches(const Weight& w, int threads, int split) {
 
 void check_relayout(std::mt19937& rng) {
   const Fmt fmts[] = {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K,
-                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S};
+                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16};
   const int shapes[][2] = {{8, 256}, {13, 512}, {40, 256}, {64, 512}, {200, 768}};  // chunks of 1, 2 (padded), 1, 4, 1
   for (Fmt f : fmts)
     for (const auto& sh : shapes) {
@@ -644,10 +694,11 @@ void check_relayout(std::mt19937& rng) {
       const std::string what = std::string("relayout ") + fmt_name(f) + " " + std::to_string(sh[0]) + "x" + std::to_string(sh[1]);
       for (int threads : {1, 2}) check(relaid_matches(w, threads, w.out), what + " on " + std::to_string(threads) + " threads");
       check(relaid_matches(w, 2, w.out / 16 * 8), what + " in two parts");
-      Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted
-      put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : f == Fmt::Q3_K ? 108 : f == Fmt::Q2_K ? 80 : 0], 0x7e00);
+      Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted (no scales: f16, bf16)
+      if (!is_float(f)) put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : f == Fmt::Q3_K ? 108 : f == Fmt::Q2_K ? 80 : 0], 0x7e00);
       std::vector<uint8_t> q(w.q.size()), d(w.d.size() * 2), m(w.m.size() * 2);
-      check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q.data(), d.data(),
+      if (!is_float(f))
+        check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q.data(), d.data(),
                               m.data(), w.G, 0, 1) == 1, what + ": a NaN scale");
       // rows in reverse order through `order` re-lay as the reversed rows do (padding aside: whole groups)
       if (w.out % GROUP == 0) {
@@ -922,7 +973,7 @@ int main(int argc, char** argv) {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
   const std::string held = std::string(" ") + pinwheel_kernel_formats() + " ";
   for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS,
-                Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S})
+                Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16})
     check(held.find(std::string(" ") + fmt_name(f) + " ") != std::string::npos,
           std::string("pinwheel_kernel_formats() lacks ") + fmt_name(f) + " on this vector build");
 #endif
