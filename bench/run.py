@@ -23,7 +23,7 @@ llama.cpp never share a process):
   the last turn. Ours through ChatSession; llama.cpp keeps its context and evaluates only the
   new tokens (the same template rendered, the same delta), context shift off: when its n_ctx
   (--llama-ctx, default the model's training context) is full the run notes the turn.
-* memory: peak RSS (ru_maxrss) of every worker process, RSS curve of the long run.
+* memory: peak RSS (VmHWM; ru_maxrss off Linux) of every worker process, RSS curve of the long run.
 
 Outputs: a table on stdout, bench-<stamp>.json and bench-<stamp>.png (RSS and ms/token against
 tokens generated) under --out (default bench/results/).
@@ -136,8 +136,15 @@ def rss_bytes() -> int:
 
 
 def peak_rss_bytes() -> int:
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(r) * (1 if sys.platform == "darwin" else 1024)
+    """This process's peak RSS. On Linux the kernel's VmHWM: ru_maxrss carries over exec, so a
+    worker started by a parent that had just written a 1.4 GB F16 file reported the parent's
+    peak (both engines 1,956 MB in one ladder run)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(r) * (1 if sys.platform == "darwin" else 1024)
 
 
 def loadavg() -> float | None:
