@@ -956,6 +956,85 @@ void check_attention(std::mt19937& rng) {
     }
 }
 
+// Gated DeltaNet's one-token layer (deltanet_step.inc) against a double reference of the same
+// maths, chained over a few tokens, with a head size the vector lanes cover (128) and one with a
+// tail (20); one thread and two give the same bits (rows are independent). Not digested: the
+// digests above stay comparable with earlier builds.
+void check_deltanet(std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int S : {128, 20}) {
+    const int Hk = 2, Hv = 4, K = 4, D = (2 * Hk + Hv) * S, P = D + Hv * S + 2 * Hv;
+    const float eps = 1e-6f;
+    std::vector<float> w((size_t)D * K), a(Hv), dt(Hv), norm(S), conv((size_t)(K - 1) * D), st((size_t)Hv * S * S);
+    for (auto& x : w) x = 0.5f * nd(rng);
+    for (int h = 0; h < Hv; ++h) a[h] = -std::exp(0.5f * nd(rng) - 1.f), dt[h] = 0.5f * nd(rng) - 1.f;
+    for (auto& x : norm) x = 1.f + 0.3f * nd(rng);
+    for (auto& x : conv) x = nd(rng);
+    for (auto& x : st) x = 0.3f * nd(rng);
+    std::vector<double> rconv(conv.begin(), conv.end()), rst(st.begin(), st.end());
+    std::vector<float> conv2 = conv, st2 = st;
+    const std::string tag = "deltanet S=" + std::to_string(S);
+    for (int t = 0; t < 6; ++t) {
+      std::vector<float> proj(P), out((size_t)Hv * S), out2((size_t)Hv * S);
+      for (auto& x : proj) x = nd(rng);
+      deltanet_layer(2, proj.data(), conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(), norm.data(), eps,
+                     out.data());
+      deltanet_layer(1, proj.data(), conv2.data(), st2.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(), norm.data(),
+                     eps, out2.data());
+      check(same_bits(out.data(), out2.data(), out.size()) && same_bits(st.data(), st2.data(), st.size()),
+            tag + ": one thread and two differ");
+      // the reference
+      std::vector<double> mixed(D);
+      for (int c = 0; c < D; ++c) {
+        double y = (double)proj[c] * w[(size_t)c * K + K - 1];
+        for (int k = 0; k < K - 1; ++k) y += rconv[(size_t)k * D + c] * w[(size_t)c * K + k];
+        mixed[c] = y / (1.0 + std::exp(-y));
+      }
+      for (int k = 0; k + 1 < K - 1; ++k)
+        for (int c = 0; c < D; ++c) rconv[(size_t)k * D + c] = rconv[(size_t)(k + 1) * D + c];
+      for (int c = 0; c < D; ++c) rconv[(size_t)(K - 2) * D + c] = proj[c];
+      for (int h = 0; h < 2 * Hk; ++h) {
+        double n = 0;
+        for (int j = 0; j < S; ++j) n += mixed[(size_t)h * S + j] * mixed[(size_t)h * S + j];
+        const double f = (h < Hk ? 1.0 / std::sqrt((double)S) : 1.0) / std::max(std::sqrt(n), (double)eps);
+        for (int j = 0; j < S; ++j) mixed[(size_t)h * S + j] *= f;
+      }
+      double worst = 0, scale = 0;
+      for (int h = 0; h < Hv; ++h) {
+        const double* q = &mixed[(size_t)(h % Hk) * S];
+        const double* k = &mixed[(size_t)(Hk + h % Hk) * S];
+        const double* v = &mixed[(size_t)(2 * Hk + h) * S];
+        const double al = proj[D + Hv * S + Hv + h] + dt[h];
+        const double e = std::exp(std::log1p(std::exp(al)) * a[h]), b = 1.0 / (1.0 + std::exp(-proj[D + Hv * S + h]));
+        std::vector<double> o(S);
+        for (int r = 0; r < S; ++r) {
+          double* m = &rst[((size_t)h * S + r) * S];
+          double mk = 0;
+          for (int j = 0; j < S; ++j) m[j] *= e, mk += m[j] * k[j];
+          const double d = b * (v[r] - mk);
+          double oq = 0;
+          for (int j = 0; j < S; ++j) m[j] += d * k[j], oq += m[j] * q[j];
+          o[r] = oq;
+        }
+        double ss = 0;
+        for (int r = 0; r < S; ++r) ss += o[r] * o[r];
+        const double rr = 1.0 / std::sqrt(ss / S + eps);
+        for (int r = 0; r < S; ++r) {
+          const double z = proj[D + (size_t)h * S + r];
+          const double want = o[r] * rr * norm[r] * (z / (1.0 + std::exp(-z)));
+          worst = std::max(worst, std::fabs(want - out[(size_t)h * S + r]));
+          scale = std::max(scale, std::fabs(want));
+        }
+      }
+      check(worst <= 1e-4 * std::max(1.0, scale), tag + ": the output is off the reference");
+      double sworst = 0;
+      for (size_t i = 0; i < st.size(); ++i) sworst = std::max(sworst, std::fabs(rst[i] - st[i]));
+      for (size_t i = 0; i < conv.size(); ++i) sworst = std::max(sworst, std::fabs(rconv[i] - conv[i]));
+      check(sworst <= 1e-4, tag + ": the state is off the reference");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -968,6 +1047,8 @@ int main(int argc, char** argv) {
   check_attention(rng);
   std::mt19937 rng_relayout(99);  // (its own stream: the digests above stay what they were)
   check_relayout(rng_relayout);
+  std::mt19937 rng_deltanet(7);
+  check_deltanet(rng_deltanet);
   // Every vector build has a tile for every format these checks multiply, and says so: the loader
   // then holds each as stored (a build that listed fewer re-quantized those files to q8_0).
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
