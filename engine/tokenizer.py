@@ -400,6 +400,13 @@ class Tokenizer:
         # as read. Else the ones that are, when they are nearly all (a few stray merges are
         # skipped, as llama.cpp does); the check costs ~50 ms per start, so it runs only then.
         pairs = [(m[:p], m[p + 1:]) for m in merges if (p := m.find(" ", 1)) > 0]
+        # Special tokens are split out of the text before BPE runs, so BPE never makes one unless
+        # a merge spells it: the others stay out of its vocabulary, whose two Rust tables cost
+        # ~200 B a token (41 MB for a 248k vocabulary padded with 199k control tokens).
+        made = {a + b for a, b in pairs}
+        vocab = {t: i for t, i in vocab.items()
+                 if types[i] not in (TT_CONTROL, TT_USER_DEFINED) or t in made or len(t) == 1}
+        del made
         try:
             bpe = bpe_model(pairs) if len(pairs) == len(merges) else None
         except Exception:  # noqa: BLE001 - a merge names an unknown token
