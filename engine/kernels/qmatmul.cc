@@ -1177,7 +1177,6 @@ PW_INLINE __m128i q2k_pairs4(const uint8_t* p, int hr) {
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, __m128i* w) {
   if constexpr (iq3<F>()) {  // the AVX2 tile's iq3_steps8 for 4 rows, signed (without its + 128)
-    const uint32_t* grid = F == Fmt::IQ3_XXS ? IQ3XXS_GRID : IQ3S_GRID;
     __m128i sg = _mm_loadu_si128((const __m128i*)(wb + iq3_signs_at<F>() + 16 * hr));
     if constexpr (F == Fmt::IQ3_XXS) {
       const __m128i t = _mm_and_si128(sg, _mm_set1_epi8(0x7f)), m4 = _mm_set1_epi8(0x0f);
@@ -1187,12 +1186,7 @@ PW_INLINE void block_steps(const uint8_t* wb, int hr, __m128i* w) {
     }
     for (int k = 0; k < 8; ++k) {
       uint32_t e[4];
-      for (int i = 0; i < 4; ++i) {
-        const int row = 4 * hr + i;
-        uint32_t idx = wb[8 * k + row];
-        if constexpr (F == Fmt::IQ3_S) idx |= ((wb[64 + row] >> k) & 1u) << 8;
-        e[i] = grid[idx];
-      }
+      for (int i = 0; i < 4; ++i) e[i] = iq3_entry<F>(wb, k, 4 * hr + i);
       const __m128i g = _mm_setr_epi32((int)e[0], (int)e[1], (int)e[2], (int)e[3]);
       const __m128i bit = _mm_load_si128((const __m128i*)IQ3_BIT[k & 1]);
       const __m128i neg = _mm_cmpeq_epi8(_mm_and_si128(_mm_shuffle_epi8(sg, _mm_load_si128((const __m128i*)IQ3_BYTE[k >> 1])), bit), bit);
@@ -1460,7 +1454,6 @@ constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>() || i
 template <Fmt F>
 PW_INLINE void block_steps(const uint8_t* wb, int hr, uint8x16_t* w) {
   if constexpr (iq3<F>()) {  // the x86 tiles' iq3 steps for 4 rows: signed, or + 128 for usdot/usmmla
-    const uint32_t* grid = F == Fmt::IQ3_XXS ? IQ3XXS_GRID : IQ3S_GRID;
     uint8x16_t sg = vld1q_u8(wb + iq3_signs_at<F>() + 16 * hr);
     if constexpr (F == Fmt::IQ3_XXS) {  // the 8th sign of each 8: the parity of the 7 stored
       const uint8x16_t t = vandq_u8(sg, vdupq_n_u8(0x7f));
@@ -1468,12 +1461,7 @@ PW_INLINE void block_steps(const uint8_t* wb, int hr, uint8x16_t* w) {
     }
     for (int k = 0; k < 8; ++k) {
       uint32_t e[4];
-      for (int i = 0; i < 4; ++i) {
-        const int row = 4 * hr + i;
-        uint32_t idx = wb[8 * k + row];
-        if constexpr (F == Fmt::IQ3_S) idx |= ((wb[64 + row] >> k) & 1u) << 8;
-        e[i] = grid[idx];
-      }
+      for (int i = 0; i < 4; ++i) e[i] = iq3_entry<F>(wb, k, 4 * hr + i);
       const uint8x16_t g = vreinterpretq_u8_u32(vld1q_u32(e));
       const uint8x16_t neg = vtstq_u8(vqtbl1q_u8(sg, vreinterpretq_u8_s8(vld1q_s8(IQ3_BYTE[k >> 1]))), vld1q_u8(IQ3_BIT[k & 1]));
       const uint8x16_t v = vsubq_u8(veorq_u8(g, neg), neg);

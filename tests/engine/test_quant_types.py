@@ -126,13 +126,7 @@ def test_low_bit_k_quants_are_held_as_stored(f16_file, tmp_path, ftype):
     kernel multiplies it, not re-quantized to q8_0 (2.5-3.2x these types' bytes)."""
     if not {"q3_k", "q2_k", "q4_k", "q5_k", "q6_k"} <= set(kernels.formats() or ()):
         pytest.skip(f"this kernel build does not multiply the K-quants at speed: {kernels.status()}")
-    path = quantize(f16_file, tmp_path / f"{ftype}.gguf", ftype)
-    tensors = read_gguf(path).tensors
-    types = {t.name: t.tensor_type.name for t in tensors}
-    assert FTYPES[ftype] in types.values(), types
-    file_bytes = sum(int(t.n_bytes) for t in tensors if t.tensor_type.name != "F32")
-    held = weight_bytes(check_model_file(path), types.get)
-    assert held <= 1.02 * file_bytes, (ftype, held / file_bytes)
+    _assert_held_as_stored(f16_file, tmp_path, ftype)
 
 
 @pytest.mark.parametrize("ftype", ["IQ3_XXS", "IQ3_S", "IQ3_M"])
@@ -142,6 +136,11 @@ def test_iq3_types_are_held_as_stored(f16_file, tmp_path, ftype):
     multiplies it, not re-quantized to q8_0 (2.5-2.8x these types' bytes; IQ3_XXS was refused)."""
     if not {"iq3_xxs", "iq3_s"} <= set(kernels.formats() or ()):
         pytest.skip(f"this kernel build does not multiply the IQ3 types at speed: {kernels.status()}")
+    _assert_held_as_stored(f16_file, tmp_path, ftype)
+
+
+def _assert_held_as_stored(f16_file, tmp_path, ftype):
+    """The file quantized to ftype by llama.cpp holds at most 1.02x its tensor bytes."""
     path = quantize(f16_file, tmp_path / f"{ftype}.gguf", ftype)
     tensors = read_gguf(path).tensors
     types = {t.name: t.tensor_type.name for t in tensors}
