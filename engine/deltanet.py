@@ -105,12 +105,12 @@ def mix(cfg, proj: jax.Array, conv_state: jax.Array, M: jax.Array, conv_w, ssm_a
     q = l2_norm(mixed[:, : Hk * S].reshape(C, Hk, S), cfg.rms_eps)
     k = l2_norm(mixed[:, Hk * S : 2 * Hk * S].reshape(C, Hk, S), cfg.rms_eps)
     v = mixed[:, 2 * Hk * S :].reshape(C, Hv, S)
+    # key heads tiled over value heads (ggml_repeat_4d: value head j reads key head j % Hk)
+    q, k = jnp.tile(q, (1, Hv // Hk, 1)) * (S**-0.5), jnp.tile(k, (1, Hv // Hk, 1))
     real = (jnp.arange(C) <= last)[:, None]  # padding rows leave the state alone
     g = jnp.where(real, jax.nn.softplus(alpha_x + dt_bias) * ssm_a, 0.0)
     beta = jnp.where(real, jax.nn.sigmoid(beta_x), 0.0)
     form = form or ("recurrent" if C == 1 else "chunked")
-    # key heads tiled over value heads (ggml_repeat_4d: value head j reads key head j % Hk)
-    q, k = jnp.tile(q, (1, Hv // Hk, 1)) * (S**-0.5), jnp.tile(k, (1, Hv // Hk, 1))
     o, M = (recurrent if form == "recurrent" else chunked)(M, q, k, v, g, beta)
     # gated RMS norm per head: rms(o) * w * silu(z)
     o = o * lax.rsqrt(jnp.mean(o * o, axis=-1, keepdims=True) + cfg.rms_eps) * ssm_norm

@@ -338,7 +338,7 @@ def _attention(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
 def _recurrent(cfg: ModelConfig, batch: Batch, x, w: Layers, i, conv, ssm):
     """The Gated DeltaNet half of layer i, from the recurrent state (conv [Lr, ...], ssm [Lr, ...]):
     its output [C, d] and the state with its row r replaced. A decode step with the native kernel
-    updates its row of ssm in place (deltanet.native_step); otherwise XLA computes the row's new
+    updates its rows of conv and ssm in place (deltanet.native_layer); otherwise XLA computes the row's new
     state and writes it back."""
     r = jnp.asarray(_kind_index(cfg)[1])[i]
     proj = matmul(x, w.w_in, r, norm=w.rec_norm, eps=cfg.rms_eps)
