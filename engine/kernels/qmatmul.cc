@@ -743,7 +743,11 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
 }
 
 #if defined(__AVX2__)
-// 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed).
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
+#define PW_VNNI 1
+#endif
+// 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed). (The tile sums its
+// steps through sum_steps, below, which is faster without VNNI.)
 inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(acc, u, s);
@@ -756,9 +760,64 @@ inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
                                        _mm256_srai_epi16(_mm256_unpackhi_epi8(s, s), 8));
   // lo holds the products of byte pairs (0,1) (2,3) (4,5) (6,7) of each 128-bit half, hi those of
   // (8,9) .. (14,15); lane k must sum bytes 4k..4k+3, as dpbusd does: adjacent pairs, so hadd.
-  // (Adding lo and hi lane by lane summed bytes {2k, 2k+1, 8+2k, 9+2k}: the right total over the
-  // 8 lanes, but lane k feeds output row k, so an AVX2 CPU without VNNI got wrong products.)
   return _mm256_add_epi32(acc, _mm256_hadd_epi32(lo, hi));
+#endif
+}
+
+// The largest unsigned weight byte a format's steps hold: 255 for those stored as w + 128 (q8_0,
+// iq4's looked-up values, the grid formats' signed values), else its quant's top value.
+template <Fmt F>
+constexpr int u_max() {
+  if constexpr (F == Fmt::Q6_K) return 63;
+  else if constexpr (F == Fmt::Q5_0 || F == Fmt::Q5_1 || F == Fmt::Q5_K || F == Fmt::Q5_KX) return 31;
+  else if constexpr (F == Fmt::Q4_0 || F == Fmt::Q4_1 || F == Fmt::Q4_K || F == Fmt::Q4_KX) return 15;
+  else if constexpr (F == Fmt::Q3_K) return 7;
+  else if constexpr (F == Fmt::Q2_K) return 3;
+  else return 255;  // q8_0, iq4, the grid formats: any byte
+}
+
+// The integer sums of N steps (w[k] against x values xv[k], k < N) in each row's 32-bit lane,
+// n the x values' sum over those steps (used only where it is needed, below). Exact on every
+// path, so the float work after it sees the same numbers whichever path formed them:
+//  - VNNI: dpbusd, in two chains (the even and odd steps) to hide its latency;
+//  - AVX2 without VNNI, formats whose bytes are at most 63: pmaddubsw (u8 x s8, adjacent pairs
+//    into 16-bit lanes), whose pairs cannot saturate (2 * 63 * 127 < 32768), summed in 16 bits
+//    over as many steps as cannot overflow (q4: 8, q5: 4, q6_k: 2), then one pmaddwd against ones
+//    into each row's 32-bit lane: 2-3 instructions a step where dot4's widening took 10. (The
+//    2-core AVX2 EPYC: Q4_K_M prefill at the Qwen3.5-0.8B shape was 0.38x llama.cpp, whose AVX2
+//    kernels sum the same way.)
+//  - bytes up to 255 (w + 128): llama.cpp's sign trick on the signed w = u - 128, pmaddubsw of
+//    |w| against x with w's sign (pairs <= 2 * 128 * 127), then 128 n added back: sum(u x) =
+//    sum(w x) + 128 sum(x).
+template <Fmt F, int N>
+PW_INLINE __m256i sum_steps(const __m256i* w, const __m256i* xv, [[maybe_unused]] int32_t n) {
+#if defined(PW_VNNI)
+  __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+  for (int k = 0; k < N; k += 2) {
+    s0 = dot4(s0, w[k], xv[k]);
+    if (k + 1 < N) s1 = dot4(s1, w[k + 1], xv[k + 1]);
+  }
+  return _mm256_add_epi32(s0, s1);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s = _mm256_setzero_si256();
+  if constexpr (u_max<F>() <= 63) {
+    constexpr int P = 32767 / (2 * 127 * u_max<F>());  // steps a 16-bit lane holds
+    static_assert(P >= 2, "16-bit pair sums");
+    for (int k = 0; k < N; k += P) {
+      __m256i p = _mm256_maddubs_epi16(w[k], xv[k]);
+      for (int j = 1; j < P && k + j < N; ++j) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(w[k + j], xv[k + j]));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+    }
+    return s;
+  } else {
+    const __m256i m80 = _mm256_set1_epi8((char)0x80);
+    for (int k = 0; k < N; ++k) {
+      const __m256i ws = _mm256_xor_si256(w[k], m80);
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(ws), _mm256_sign_epi8(xv[k], ws)), ones));
+    }
+    return _mm256_add_epi32(s, _mm256_set1_epi32(128 * n));
+  }
 #endif
 }
 
@@ -986,9 +1045,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
           // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)); q2_k: of sc sum(q x), and of
           // -mn sum(x) for the mins: exact integers, each a pmaddwd of 16-bit pairs
           __m256i sh[2];
-          for (int h = 0; h < 2; ++h)
-            sh[h] = _mm256_add_epi32(dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]),
-                                     dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]));
+          for (int h = 0; h < 2; ++h) sh[h] = sum_steps<F, 4>(w + 4 * h, xv[r] + 4 * h, 0);
           __m256i sp = _mm256_blend_epi16(sh[0], _mm256_slli_epi32(sh[1], 16), 0xaa);
           if constexpr (F == Fmt::Q3_K)
             sp = _mm256_sub_epi16(sp, _mm256_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
@@ -1002,23 +1059,16 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
           const __m256 dx = _mm256_set1_ps(x[r].d[b]);
           for (int h = 0; h < 2; ++h) {
-            const __m256i s0 = dot4(dot4(_mm256_setzero_si256(), w[4 * h], xv[r][4 * h]), w[4 * h + 2], xv[r][4 * h + 2]);
-            const __m256i s1 = dot4(dot4(_mm256_setzero_si256(), w[4 * h + 1], xv[r][4 * h + 1]), w[4 * h + 3], xv[r][4 * h + 3]);
-            __m256i s = _mm256_add_epi32(s0, s1);
+            __m256i s = sum_steps<F, 4>(w + 4 * h, xv[r] + 4 * h, 0);
             if constexpr (half_offset<F>() != 0)
               s = _mm256_sub_epi32(s, _mm256_set1_epi32(half_offset<F>() * x[r].n16[2 * b + h]));
             acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(hdw[h], dx), acc[r][g]);
           }
           continue;
         }
-        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int k = 0; k < 8; k += 2) {
-          s0 = dot4(s0, w[k], xv[r][k]);
-          s1 = dot4(s1, w[k + 1], xv[r][k + 1]);
-        }
         // q4: w[k] pairs with x values 4k..4k+3 for k < 4 and 16+4(k-4).. for k >= 4, and xv[r][k]
         // holds values 4k..4k+3: the same groups for every k (xv[r][4] = values 16..19).
-        const __m256i s = _mm256_add_epi32(s0, s1);
+        const __m256i s = sum_steps<F, 8>(w, xv[r], x[r].n[b]);
         acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(x[r].d[b])), acc[r][g]);
         tail[r][g] = _mm256_fmadd_ps(coef, _mm256_set1_ps(x[r].s[b]), tail[r][g]);
       }
