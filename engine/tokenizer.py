@@ -26,13 +26,14 @@ have "▁" turned back into spaces and ``<0xXX>`` pieces become raw bytes.
 
 from __future__ import annotations
 
-import bisect
 import codecs
 import functools
 import itertools
 from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from engine.errors import ModelFileError
 
@@ -273,7 +274,30 @@ class Tokenizer:
     def has_special(self, text: str) -> bool:
         """Whether the vocabulary has `text` as one special token (split out of rendered text
         whole, as a chat template's markers must be)."""
-        return text in self._special_set
+        return bool(self._special_positions([text]))
+
+    def _special_text(self, k: int) -> str:
+        """The text of the special token at position k of the splitting order."""
+        return self._special_table[k].decode("utf-8", "surrogatepass")
+
+    def _special_positions(self, texts: Sequence[str]) -> list[int]:
+        """The splitting-order positions of those of texts that are special tokens: each text's
+        hash looked up among the specials' (vectorised), then the text itself compared."""
+        hashes = self._special_hashes
+        if not texts or not len(hashes):
+            return []
+        h = np.fromiter(map(hash, texts), np.int64, len(texts))
+        at = np.searchsorted(hashes, h)
+        out = []
+        for i in np.flatnonzero(hashes[np.minimum(at, len(hashes) - 1)] == h):
+            j = int(at[i])
+            while j < len(hashes) and hashes[j] == h[i]:  # (more than one where two hashes collide)
+                k = int(self._special_by_hash[j])
+                if self._special_text(k) == texts[i]:
+                    out.append(k)
+                    break
+                j += 1
+        return out
 
     # -------------------------------------------------------------- construction
     @classmethod
@@ -334,13 +358,18 @@ class Tokenizer:
             if "</s>" in text_to_id:
                 rstrip.add(text_to_id["</s>"])
         # Held compactly: a vocabulary padded with 199k control tokens (the 248k-token ladder
-        # file) took 40 MB as (text, id, rstrip) tuples plus a text -> id dict; these take ~20.
-        self._special_texts = [tokens[i] for i in specials]  # in splitting order, longest first
+        # file) took 40 MB as (text, id, rstrip) tuples plus a text -> id dict, then ~20 as a
+        # list and a set of the texts; as one table of their bytes and the sorted hashes of the
+        # texts (Python's, fixed within a process), ~6.
+        texts = [tokens[i] for i in specials]  # in splitting order, longest first
         self._special_order = array("i", specials)
-        self._special_set = frozenset(self._special_texts)
-        # positions in splitting order, sorted by text: a found text's position by bisection
-        self._special_by_text = array("i", sorted(range(len(specials)), key=self._special_texts.__getitem__))
-        self._special_lengths = sorted({len(t) for t in self._special_texts})
+        self._special_table = _Table([t.encode("utf-8", "surrogatepass") for t in texts])
+        hashes = np.fromiter(map(hash, texts), np.int64, len(texts))
+        by_hash = np.argsort(hashes, kind="stable")
+        self._special_hashes, self._special_by_hash = hashes[by_hash], by_hash.astype(np.int32)
+        self._special_lengths = sorted({len(t) for t in texts})
+        self._special_firsts = frozenset(t[0] for t in texts if t)
+        self._special_few = texts if len(texts) <= 256 else None  # tested one by one
         self._rstrip = frozenset(rstrip)
         self._special_user = [(tokens[i], i, i in rstrip) for i in specials if types[i] == TT_USER_DEFINED]
         # one byte a token, where sets of ids took ~60 B each (a padded vocabulary can have
@@ -534,14 +563,15 @@ class Tokenizer:
         """The special tokens that occur in text, in splitting order. A few are tested one by one;
         for many (padded vocabularies), each window of text of a special's length is looked up:
         len(text) x a dozen lengths, where testing 199k texts took ~10 ms a short message."""
-        texts, order, rstrip = self._special_texts, self._special_order, self._rstrip
-        if len(texts) <= 256:
-            return [(t, order[k], order[k] in rstrip) for k, t in enumerate(texts) if t in text]
-        found = {text[i : i + n] for n in self._special_lengths for i in range(len(text) - n + 1)}
-        found &= self._special_set
-        at = [self._special_by_text[bisect.bisect_left(self._special_by_text, t, key=texts.__getitem__)]
-              for t in found]
-        return [(texts[k], order[k], order[k] in rstrip) for k in sorted(at)]
+        order, rstrip = self._special_order, self._rstrip
+        if self._special_few is not None:
+            return [(t, order[k], order[k] in rstrip) for k, t in enumerate(self._special_few) if t in text]
+        # only windows that start with a character some special starts with ("<" in most
+        # vocabularies: a few places in ordinary text)
+        firsts, lengths, end = self._special_firsts, self._special_lengths, len(text)
+        starts = [i for i, c in enumerate(text) if c in firsts]
+        windows = list({text[i : i + n] for i in starts for n in lengths if i + n <= end})
+        return [(self._special_text(k), order[k], order[k] in rstrip) for k in sorted(self._special_positions(windows))]
 
     def _partition(self, text: str, parse_special: bool) -> list[str | int]:
         specials = self._specials_in(text) if parse_special else self._special_user
