@@ -341,7 +341,8 @@ def op_decode_spec(eng, ids, prompt: int, n: int) -> dict:
     out = []
     t0, c0 = time.perf_counter(), time.process_time()
     while len(out) < n:
-        new = next_tokens(dec, drafter, sampler, tid, (), n - len(out))
+        # (a hybrid's decoder cannot verify drafts, the session decodes it plainly: so does this)
+        new = next_tokens(dec, drafter if dec.can_verify else None, sampler, tid, (), n - len(out))
         out += new
         drafter.extend(new)
         tid = new[-1]
