@@ -748,7 +748,7 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
 #endif
 // 8 int32 lanes: acc + sum over 4-byte groups of u (unsigned) x s (signed). (The tile sums its
 // steps through sum_steps, below, which is faster without VNNI.)
-inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
+[[maybe_unused]] inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {  // (used where there is VNNI)
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
   return _mm256_dpbusd_epi32(acc, u, s);
 #elif defined(__AVXVNNI__)
