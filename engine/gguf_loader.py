@@ -28,13 +28,13 @@ from .quant import QLinear
 from .sysmem import trim
 
 # The tensor types a file may hold. Q8_0/Q4_0/Q4_1/Q4_K are kept as stored, and Q6_K, Q5_x,
-# IQ4_x, Q3_K, Q2_K and IQ3_x where the kernel has a vector tile for them (engine.quant.NATIVE,
+# IQ4_x, Q3_K, Q2_K, IQ3_x, IQ2_x and IQ1_x where the kernel has a vector tile for them (engine.quant.NATIVE,
 # held_formats); the rest (and those, on the XLA path) are dequantized by gguf-py and
 # re-quantized to Q8_0 (engine.quant.convert). Each is checked against llama.cpp on a file its quantizer made
-# (tests/engine/test_quant_types.py). IQ1/IQ2 are left out: llama.cpp makes them only with an
-# importance matrix, so there is no file here to check them on.
+# (tests/engine/test_quant_types.py; the IQ2 and IQ1 types, which llama.cpp makes only with an
+# importance matrix, through its quantizer with a uniform one).
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K",
-                   "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS")
+                   "Q2_K", "Q3_K", "IQ4_NL", "IQ4_XS", "IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M")
 # Smallest on-disk size of one key/value pair and one tensor-info record: a header that
 # claims more of them than the file could hold is lying, and is refused before parsing.
 _MIN_KV_BYTES = 8 + 1 + 4 + 1

@@ -36,6 +36,13 @@ The engine keeps each matrix in one of llama.cpp's block formats, the file's own
   d (2 ls + 1) (iq3_s) times the signed grid value, with an f16 d per super-block (qmatmul.cc
   has the byte layout). Held so where the kernel multiplies them at speed; re-quantized to
   q8_0 elsewhere and in the XLA path;
+- `iq2_xxs`, `iq2_xs`, `iq2_s`, `iq1_s`, `iq1_m`: llama.cpp's IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and
+  IQ1_M as stored: per 32 values 4 indices into llama.cpp's grids of 8 values (8-bit for
+  iq2_xxs, 9-bit iq2_xs, 10-bit iq2_s, 11-bit iq1), a scale ls per 16 values (iq2_xxs, iq1_s: per
+  32) and an f16 d per super-block; iq2: w = d (2 ls + 1) / 8 times the grid value with its
+  sign (iq2_xxs, iq2_xs: 7 stored signs per 8, the 8th their parity), iq1: w = d (2 ls + 1)
+  (grid value +- 1/8) (qmatmul.cc has the byte layout). Held so where the kernel multiplies them
+  at speed; re-quantized to q8_0 elsewhere and in the XLA path;
 - `f16`, `bf16`: F16 and BF16 weights as stored, 2 bytes a value (per group of 8 rows and block
   of 32, [value][row]; no scales: d is empty), multiplied in f32 against x as it is. Held so
   where the kernel multiplies them at speed; re-quantized to q8_0 elsewhere and in the XLA path.
@@ -79,8 +86,9 @@ F16_MAX = 65504.0
 GROUP = 8  # output rows interleaved together (the kernel's layout, see qmatmul.cc)
 QK_K = 256  # values per super-block (q4_k)
 FORMATS = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1", "q5_k", "iq4_nl", "iq4_xs", "q3_k", "q2_k",
-           "iq3_xxs", "iq3_s", "f16", "bf16")
+           "iq3_xxs", "iq3_s", "f16", "bf16", "iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m")
 IQ3 = ("iq3_xxs", "iq3_s")
+IQ12 = ("iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m")  # grids of 8 values, a scale per 16 (qmatmul.cc)
 FLOAT = ("f16", "bf16")
 FIVE_BIT = {"q5_0": "q4_0", "q5_1": "q4_1", "q5_k": "q4_k"}  # each 5-bit format and its 4-bit base
 IQ4 = ("iq4_nl", "iq4_xs")
@@ -92,7 +100,8 @@ _BLOCK_BYTES = {"q8_0": QK * GROUP, "q4_0": QK // 2 * GROUP, "q4_1": QK // 2 * G
                 "q6_k": 3 * QK // 4 * GROUP, "q5_0": 5 * QK // 8 * GROUP, "q5_1": 5 * QK // 8 * GROUP,
                 "q5_k": 5 * QK // 8 * GROUP, "iq4_nl": QK // 2 * GROUP, "iq4_xs": QK // 2 * GROUP,
                 "q3_k": 3 * QK // 8 * GROUP, "q2_k": QK // 4 * GROUP, "iq3_xxs": 12 * GROUP, "iq3_s": 27 * GROUP // 2,
-                "f16": 2 * QK * GROUP, "bf16": 2 * QK * GROUP}
+                "f16": 2 * QK * GROUP, "bf16": 2 * QK * GROUP, "iq2_xxs": 8 * GROUP, "iq2_xs": 9 * GROUP,
+                "iq2_s": 10 * GROUP, "iq1_s": 6 * GROUP, "iq1_m": 27 * GROUP // 4}
 # iq3's sign words' offset in a group's block (iq3_s: after the 9th bits), and its row-layout widths
 _IQ3_SIGNS = {"iq3_xxs": 64, "iq3_s": 72}
 
@@ -105,6 +114,19 @@ def _iq3_grid(fmt: str) -> np.ndarray:
     if cls.grid is None:
         cls.init_grid()
     return np.asarray(cls.grid).reshape(-1, 4).astype(np.uint8)
+
+
+def _iq12_grid(fmt: str) -> np.ndarray:
+    """llama.cpp's grid of IQ2_XXS (256 entries), IQ2_XS (512), IQ2_S (1024) or IQ1_S / IQ1_M (2048):
+    int8 [n, 8], as gguf-py has it."""
+    import gguf.quants
+
+    cls = {"iq2_xxs": gguf.quants.IQ2_XXS, "iq2_xs": gguf.quants.IQ2_XS, "iq2_s": gguf.quants.IQ2_S}.get(fmt, gguf.quants.IQ1_S)
+    if cls.grid is None:
+        cls.init_grid()
+    return np.asarray(cls.grid).reshape(-1, 8).astype(np.int8)
+
+
 # q3_k's and q2_k's per-group, per-super-block scale bytes (m)
 _K3_M, _K2_M = 12 * GROUP, 16 * GROUP
 # q4_k's per-group, per-super-block scale data: d's f16 (d and dmin of 8 rows) and m's bytes
@@ -290,6 +312,37 @@ def _values(q: jax.Array, fmt: str) -> jax.Array:
             sw = b | ((p ^ (p >> 1)) & 1) << 7
         neg = ((sw[..., None] >> jnp.arange(8, dtype=jnp.int32)) & 1).reshape(*lead, nb, GROUP, QK)
         return jnp.moveaxis(g * (1 - 2 * neg).astype(jnp.float32), -2, -3)
+    elif fmt in IQ12:  # w8 [nb, row, 32]: grid entries by index, each value's sign (iq2) or 8 g +- 1 (iq1)
+        i32 = jnp.int32
+        idx = q[..., : 4 * GROUP].reshape(*lead, nb, 4, GROUP).astype(i32)  # [nb, l, row]
+        l = jnp.arange(4, dtype=i32).reshape(4, 1)
+        one = fmt in ("iq1_s", "iq1_m")
+        if one:  # the 16-bit qh words: index bits 8-10 (and ls), the deltas' signs
+            at = 32 if fmt == "iq1_s" else 38
+            qh = jax.lax.bitcast_convert_type(q[..., at : at + 2 * GROUP].reshape(*lead, nb, GROUP, 2), jnp.uint16)
+            qh = qh.astype(i32)[..., None, :]  # [nb, 1, row]
+            idx = idx | (((qh >> ((3 if fmt == "iq1_s" else 4) * l)) & 7) << 8)
+            neg = jnp.broadcast_to((qh >> 15) & 1 if fmt == "iq1_s" else (qh >> (4 * l + 3)) & 1, idx.shape)
+        else:
+            sw = q[..., 32:64].reshape(*lead, nb, GROUP, 4).astype(i32)  # [nb, row, byte l]
+            if fmt == "iq2_xs":  # index l's 9th bit at bit 7 of sign byte l
+                idx = idx | (jnp.swapaxes((sw >> 7) & 1, -1, -2) << 8)
+            if fmt == "iq2_s":  # bits 8-9 at bits 2l of the row's qh byte
+                qh = q[..., 64:72].reshape(*lead, nb, 1, GROUP).astype(i32)
+                idx = idx | (((qh >> (2 * l)) & 3) << 8)
+            else:  # 7 stored signs, the 8th their parity
+                b = sw & 0x7F
+                p = b ^ (b >> 4)
+                p = p ^ (p >> 2)
+                sw = b | ((p ^ (p >> 1)) & 1) << 7
+        g = jnp.asarray(_iq12_grid(fmt), jnp.float32)[idx]  # [nb, l, row, 8]
+        if one:
+            g = 8.0 * g + (1 - 2 * neg).astype(jnp.float32)[..., None]
+        g = jnp.moveaxis(g, -2, -3).reshape(*lead, nb, GROUP, QK)  # [nb, row, 32]
+        if not one:
+            neg = ((sw[..., None] >> jnp.arange(8, dtype=i32)) & 1).reshape(*lead, nb, GROUP, QK)
+            g = g * (1 - 2 * neg).astype(jnp.float32)
+        return jnp.moveaxis(g, -2, -3)
     else:  # [nb, 4 steps, 8 rows, 4]: low nibbles values 4k+j, high 16+4k+j
         b = q.reshape(*lead, nb, 4, GROUP, 4)
         v = jnp.stack([b & 0x0F, b >> 4], axis=-4).astype(jnp.float32)  # [nb, 2, 4, 8, 4]
@@ -378,6 +431,33 @@ def _iq3_scales(q: jax.Array, d: jax.Array, fmt: str) -> jax.Array:
     return jnp.moveaxis(db, -1, -2)[..., None]
 
 
+def _iq12_scales(q: jax.Array, d: jax.Array, fmt: str) -> jax.Array:
+    """iq2's and iq1's groups q [..., nb, bytes] and d [..., nsb, 8] f16 -> each value's d / 8 (2 ls + 1)
+    (ls of its 16), f32 [..., 8 rows, nb, 32]: the scale of _values' w8, exact (11 bits times 5)."""
+    *lead, nb, _ = q.shape
+    i32 = jnp.int32
+    if fmt == "iq2_xxs":  # ls's bit l at bit 7 of sign byte l
+        sw = q[..., 32:64].reshape(*lead, nb, GROUP, 4).astype(i32)
+        ls = (((sw >> 7) & 1) << jnp.arange(4, dtype=i32)).sum(-1)
+        ls = jnp.stack([ls, ls], axis=-1)
+    elif fmt in ("iq2_xs", "iq2_s"):  # a byte a row: the first 16's ls low, the second's high
+        at = 64 if fmt == "iq2_xs" else 72
+        b = q[..., at : at + GROUP].astype(i32)
+        ls = jnp.stack([b & 15, b >> 4], axis=-1)
+    elif fmt == "iq1_s":  # bits 12-14 of the row's qh
+        qh = jax.lax.bitcast_convert_type(q[..., 32:48].reshape(*lead, nb, GROUP, 2), jnp.uint16).astype(i32)
+        ls = (qh >> 12) & 7
+        ls = jnp.stack([ls, ls], axis=-1)
+    else:  # iq1_m: rows 4h..4h+3's 6 bits at bit 6 (row - 4h) of the 24-bit word at 32 + 3h
+        b = q[..., 32:38].reshape(*lead, nb, 2, 3).astype(i32)
+        v = b[..., 0] | b[..., 1] << 8 | b[..., 2] << 16
+        ls6 = ((v[..., None] >> (6 * jnp.arange(4, dtype=i32))) & 63).reshape(*lead, nb, GROUP)
+        ls = jnp.stack([ls6 & 7, ls6 >> 3], axis=-1)
+    dd = jnp.repeat(half.to_f32(d), QK_K // QK, axis=-2) * 0.125  # [nb, row]
+    s = jnp.repeat(dd[..., None] * (2 * ls + 1).astype(jnp.float32), QK // 2, axis=-1)  # [nb, row, 32]
+    return jnp.moveaxis(s, -2, -3)
+
+
 def _xs_scales(d: jax.Array, m: jax.Array) -> jax.Array:
     """iq4_xs's d [..., nsb, 8] f16 and 6-bit scales [..., nsb, 48] -> each block's d (ls - 32),
     f32 [..., 8 rows, nb, 1]."""
@@ -439,6 +519,8 @@ def dequantize(w: QLinear | MixedLinear) -> jax.Array:
         v = v * dw + coef
     elif w.fmt in IQ3:
         v = v * _iq3_scales(_groups(w.q, _BLOCK_BYTES[w.fmt]), _groups(w.d, GROUP), w.fmt)
+    elif w.fmt in IQ12:
+        v = v * _iq12_scales(_groups(w.q, _BLOCK_BYTES[w.fmt]), _groups(w.d, GROUP), w.fmt)
     elif w.fmt in FLOAT:
         pass  # (the values themselves)
     else:
@@ -476,6 +558,8 @@ def take_rows(w: QLinear, rows: jax.Array) -> jax.Array:
         v = _values(group(w.q), w.fmt)[i, r] * dw[i, r] + coef[i, r]
     elif w.fmt in IQ3:
         v = _values(group(w.q), w.fmt)[i, r] * _iq3_scales(group(w.q), group(w.d), w.fmt)[i, r]
+    elif w.fmt in IQ12:
+        v = _values(group(w.q), w.fmt)[i, r] * _iq12_scales(group(w.q), group(w.d), w.fmt)[i, r]
     elif w.fmt in FLOAT:
         v = _values(group(w.q), w.fmt)[i, r]
     else:
@@ -835,6 +919,73 @@ def blocks_iq3_s(raw: np.ndarray):
     return q.reshape(rows, -1, 14), d, None
 
 
+def _f16_rows(b: np.ndarray, rows: int) -> np.ndarray:
+    """A super-block's leading f16 d (b: [n, block bytes]) -> [rows, nsb] f16."""
+    return np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+
+
+def blocks_iq2_xxs(raw: np.ndarray):
+    """IQ2_XXS super-blocks (llama.cpp's block_iq2_xxs: an f16 d, then per block of 32 two 32-bit
+    words: 4 grid indices, and four 7-bit sign indices with the 4-bit ls at bits 28-31) ->
+    iq2_xxs rows: q [rows, nb, 8] (a block's 4 indices, then its sign word as the kernel reads it:
+    byte l the 7-bit index l, ls's bit l at bit 7), d [rows, nsb] f16."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 66)
+    aux = np.ascontiguousarray(b[:, 2:66]).view("<u4").reshape(-1, 8, 2)[..., 1:]  # [n, block, 1]
+    l = np.arange(4, dtype=np.uint32)
+    sign = ((aux >> (7 * l)) & 0x7F) | (((aux >> (28 + l)) & 1) << 7)  # [n, block, byte l]
+    q = np.concatenate([b[:, 2:66].reshape(-1, 8, 8)[..., :4], sign.astype(np.uint8)], axis=-1)
+    return q.reshape(rows, -1, 8), _f16_rows(b, rows), None
+
+
+def blocks_iq2_xs(raw: np.ndarray):
+    """IQ2_XS super-blocks (an f16 d, 32 16-bit words: a 9-bit grid index and a 7-bit sign index
+    each, then 8 scale bytes) -> iq2_xs rows: q [rows, nb, 9] (a block's 4 indices' low 8 bits, its
+    sign word: byte l the 7-bit sign index l, index l's 9th bit at bit 7; its scale byte), d."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 74)
+    qs = np.ascontiguousarray(b[:, 2:66]).view("<u2").reshape(-1, 8, 4)  # [n, block, l]
+    sign = (qs >> 9) | ((qs >> 8) & 1) << 7
+    q = np.concatenate([(qs & 255).astype(np.uint8), sign.astype(np.uint8), b[:, 66:74].reshape(-1, 8, 1)], axis=-1)
+    return q.reshape(rows, -1, 9), _f16_rows(b, rows), None
+
+
+def blocks_iq2_s(raw: np.ndarray):
+    """IQ2_S super-blocks (an f16 d, 32 bytes of grid indices' low 8 bits, 32 sign bytes, 8 bytes of
+    their bits 8-9, 8 scale bytes) -> iq2_s rows: q [rows, nb, 10] (a block's 4 index bytes, its 4
+    sign bytes, its qh byte, its scale byte), d."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 82)
+    q = np.concatenate([b[:, 2:34].reshape(-1, 8, 4), b[:, 34:66].reshape(-1, 8, 4), b[:, 66:74].reshape(-1, 8, 1),
+                        b[:, 74:82].reshape(-1, 8, 1)], axis=-1)
+    return q.reshape(rows, -1, 10), _f16_rows(b, rows), None
+
+
+def blocks_iq1_s(raw: np.ndarray):
+    """IQ1_S super-blocks (an f16 d, 32 bytes of grid indices' low 8 bits, 8 16-bit qh words: a
+    block's indices' bits 8-10, its 3-bit ls and its delta's sign) -> iq1_s rows: q [rows, nb, 6]
+    (a block's 4 index bytes, its qh word), d."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 50)
+    q = np.concatenate([b[:, 2:34].reshape(-1, 8, 4), b[:, 34:50].reshape(-1, 8, 2)], axis=-1)
+    return q.reshape(rows, -1, 6), _f16_rows(b, rows), None
+
+
+def blocks_iq1_m(raw: np.ndarray):
+    """IQ1_M super-blocks (32 bytes of grid indices' low 8 bits, 16 qh bytes: each index's bits
+    8-10 and its delta's sign, a nibble each; 4 16-bit scale words: 3-bit ls per 16 values, and
+    the f16 d in their top nibbles) -> iq1_m rows: q [rows, nb, 7] (a block's 4 index bytes, its
+    2 qh bytes, its two ls: the first 16's in the low 3 bits), d [rows, nsb] f16."""
+    rows = raw.shape[0]
+    b = raw.reshape(-1, 56)
+    sc = np.ascontiguousarray(b[:, 48:56]).view("<u2").reshape(-1, 4)
+    d = (sc[:, 0] >> 12) | ((sc[:, 1] >> 8) & 0x00F0) | ((sc[:, 2] >> 4) & 0x0F00) | (sc[:, 3] & 0xF000)
+    ls = (sc[:, :, None] >> np.array([0, 6], np.uint16)) & 63  # [n, block / 2, block % 2]
+    q = np.concatenate([b[:, 0:32].reshape(-1, 8, 4), b[:, 32:48].reshape(-1, 8, 2), ls.astype(np.uint8).reshape(-1, 8, 1)],
+                       axis=-1)
+    return q.reshape(rows, -1, 7), d.astype(np.uint16).view(np.float16).reshape(rows, -1), None
+
+
 def rows_float(raw: np.ndarray):
     """F16 or BF16 rows (numbers or their bytes) -> f16 / bf16 rows: the 16-bit values [rows, in]
     as uint16, an empty d [rows, in/32, 0] (no scales)."""
@@ -858,7 +1009,12 @@ NATIVE = {"Q8_0": ("q8_0", lambda raw: _plain_blocks(raw, 34, False, np.int8)),
           "IQ3_XXS": ("iq3_xxs", blocks_iq3_xxs),
           "IQ3_S": ("iq3_s", blocks_iq3_s),
           "F16": ("f16", rows_float),
-          "BF16": ("bf16", rows_float)}
+          "BF16": ("bf16", rows_float),
+          "IQ2_XXS": ("iq2_xxs", blocks_iq2_xxs),
+          "IQ2_XS": ("iq2_xs", blocks_iq2_xs),
+          "IQ2_S": ("iq2_s", blocks_iq2_s),
+          "IQ1_S": ("iq1_s", blocks_iq1_s),
+          "IQ1_M": ("iq1_m", blocks_iq1_m)}
 
 
 def held_formats(xla: bool) -> tuple[str, ...]:
@@ -911,6 +1067,8 @@ def interleave(q: np.ndarray, d: np.ndarray, m: np.ndarray | None, fmt: str):
         return _interleave_lowk(q, d, m, fmt)
     if fmt in IQ3:
         return _interleave_iq3(q, d, fmt)
+    if fmt in IQ12:
+        return _interleave_iq12(q, d, fmt)
     if fmt in FLOAT:  # [G, block, value j, row], 2 bytes each
         q, d = _pad_groups(q, d)
         G, nb = q.shape[0] // GROUP, q.shape[1] // QK
@@ -954,6 +1112,28 @@ def _interleave_iq3(q: np.ndarray, d: np.ndarray, fmt: str):
         sc = v[..., 13].transpose(0, 2, 1)  # [G, nb, row]
         parts += [v[..., 8].transpose(0, 2, 1), v[..., 9:13].transpose(0, 2, 1, 3).reshape(G, nb, 4 * GROUP),
                   (sc[..., 0::2] | sc[..., 1::2] << 4).astype(np.uint8)]
+    return np.concatenate(parts, axis=-1), d.reshape(G, GROUP, nsb).transpose(0, 2, 1), None
+
+
+def _interleave_iq12(q: np.ndarray, d: np.ndarray, fmt: str):
+    """interleave for the iq2 and iq1 formats (blocks_iq2_* / blocks_iq1_*'s rows q [out, nb,
+    width]): per group and block the 8 rows' 4 index bytes as [l][row], then each field a row:
+    iq2_xxs's sign words; iq2_xs's sign words, scale bytes; iq2_s's 4 sign bytes, qh bytes, scale
+    bytes; iq1_s's qh words; iq1_m's ls, 6 bits a row (24 bits for rows 4h..4h+3), then its qh
+    words (qmatmul.cc's layout); per group and super-block the 8 rows' d."""
+    q, d = _pad_groups(q, d)
+    G, nb, nsb = q.shape[0] // GROUP, q.shape[1], d.shape[1]
+    v = q.reshape(G, GROUP, nb, -1)  # [G, row, block, width]
+    parts = [v[..., :4].transpose(0, 2, 3, 1).reshape(G, nb, 4 * GROUP)]
+    if fmt == "iq1_m":
+        ls = v[..., 6].astype(np.uint32).transpose(0, 2, 1).reshape(G, nb, 2, 4)  # [G, block, h, row - 4h]
+        word = (ls << (6 * np.arange(4, dtype=np.uint32))).sum(-1, dtype=np.uint32)  # [G, block, h]
+        parts.append(np.stack([word & 255, (word >> 8) & 255, word >> 16], axis=-1).astype(np.uint8).reshape(G, nb, 6))
+        fields = [(4, 2)]
+    else:
+        fields = {"iq2_xxs": [(4, 4)], "iq2_xs": [(4, 4), (8, 1)], "iq2_s": [(4, 4), (8, 1), (9, 1)], "iq1_s": [(4, 2)]}[fmt]
+    for at, width in fields:
+        parts.append(v[..., at : at + width].transpose(0, 2, 1, 3).reshape(G, nb, GROUP * width))
     return np.concatenate(parts, axis=-1), d.reshape(G, GROUP, nsb).transpose(0, 2, 1), None
 
 
@@ -1067,7 +1247,7 @@ def nbytes(fmt: str, out: int, inp: int) -> int:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * GROUP + _K3_M))
     if fmt == "q2_k":
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * (2 * _K_D + _K2_M))
-    if fmt in IQ3:
+    if fmt in IQ3 or fmt in IQ12:
         return G * (nb * _BLOCK_BYTES[fmt] + inp // QK_K * 2 * GROUP)
     if fmt in FLOAT:
         return G * nb * _BLOCK_BYTES[fmt]
@@ -1108,7 +1288,7 @@ def empty(fmt: str, lead: tuple[int, ...], out: int, inp: int):
     if fmt == "q2_k":
         nsb = inp // QK_K
         return q, aligned_empty((*lead, G, nsb, _K_D), np.float16), aligned_empty((*lead, G, nsb, _K2_M), np.uint8)
-    if fmt in IQ3:
+    if fmt in IQ3 or fmt in IQ12:
         return q, aligned_empty((*lead, G, inp // QK_K, GROUP), np.float16), None
     if fmt in FLOAT:
         return q, aligned_empty((*lead, G, nb, 0), np.float16), None

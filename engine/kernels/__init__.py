@@ -35,6 +35,8 @@ TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1
            "q6_k": "PinwheelQ6_K", "q5_0": "PinwheelQ5_0", "q5_1": "PinwheelQ5_1", "q5_k": "PinwheelQ5_K",
            "iq4_nl": "PinwheelIQ4_NL", "iq4_xs": "PinwheelIQ4_XS", "q3_k": "PinwheelQ3_K", "q2_k": "PinwheelQ2_K",
            "iq3_xxs": "PinwheelIQ3_XXS", "iq3_s": "PinwheelIQ3_S", "f16": "PinwheelF16", "bf16": "PinwheelBF16",
+           "iq2_xxs": "PinwheelIQ2_XXS", "iq2_xs": "PinwheelIQ2_XS", "iq2_s": "PinwheelIQ2_S", "iq1_s": "PinwheelIQ1_S",
+           "iq1_m": "PinwheelIQ1_M",
            "attn_int8": "PinwheelAttnI8", "attn_bf16": "PinwheelAttnBF16", "attn_f32": "PinwheelAttnF32",
            "deltanet_step": "PinwheelDeltaNetStep", "state_row": "PinwheelStateRow"}
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]

@@ -27,7 +27,8 @@ namespace relay {
 
 constexpr int GROUP = 8, QK = 32, BLOCKS_K = 8;  // rows a group; values a block; blocks a super-block
 
-enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S, F16, BF16 };
+enum class Src { Q8_0, Q4_0, Q4_1, Q4_K, Q6_K, Q5_0, Q5_1, Q5_K, IQ4_NL, IQ4_XS, Q3_K, Q2_K, IQ3_XXS, IQ3_S, F16, BF16,
+                 IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M };
 
 // One format: engine/quant.py's name, the GGUF block it is stored in (bytes, values), and one
 // group's bytes of q per block of 32 and of d and m per scale unit.
@@ -46,6 +47,9 @@ constexpr Spec SPECS[] = {
     {"q3_k", Src::Q3_K, 110, 256, 96, 16, 96},      {"q2_k", Src::Q2_K, 84, 256, 64, 32, 128},
     {"iq3_xxs", Src::IQ3_XXS, 98, 256, 96, 16, 0},  {"iq3_s", Src::IQ3_S, 110, 256, 108, 16, 0},
     {"f16", Src::F16, 64, 32, 512, 0, 0},           {"bf16", Src::BF16, 64, 32, 512, 0, 0},
+    {"iq2_xxs", Src::IQ2_XXS, 66, 256, 64, 16, 0},  {"iq2_xs", Src::IQ2_XS, 74, 256, 72, 16, 0},
+    {"iq2_s", Src::IQ2_S, 82, 256, 80, 16, 0},      {"iq1_s", Src::IQ1_S, 50, 256, 48, 16, 0},
+    {"iq1_m", Src::IQ1_M, 56, 256, 54, 16, 0},
 };
 
 inline uint32_t load32(const uint8_t* p) {
@@ -349,6 +353,65 @@ int64_t group_iq3(const Spec& s, const Group& o, int64_t nu, const uint8_t* cons
   return bad;
 }
 
+// iq2_xxs, iq2_xs, iq2_s, iq1_s and iq1_m (qmatmul.cc's layout): per block of 32 the rows' 4 grid
+// indices' low 8 bits as [l][row], then per row: iq2_xxs's and iq2_xs's sign word (the file's
+// 7-bit sign indices a byte each; bit 7 of byte l: ls's bit l, or index l's 9th bit), iq2_xs's
+// scale byte; iq2_s's 4 sign bytes, qh byte and scale byte; iq1_s's 16-bit qh; iq1_m's 6 bits of
+// ls (rows 4h..4h+3 in the 24-bit word at 32 + 3h) and its two qh bytes. Per super-block the 8
+// rows' d (iq1_m: put together from its scale words' top nibbles, as llama.cpp's iq1m_scale_t).
+template <Src f>
+int64_t group_iq12(const Spec& s, const Group& o, int64_t nu, const uint8_t* const* row) {
+  int64_t bad = 0;
+  for (int64_t u = 0; u < nu; ++u)
+    for (int r = 0; r < GROUP; ++r) {
+      const uint8_t* p = row[r] + u * s.src_bytes;
+      uint16_t d;
+      if constexpr (f == Src::IQ1_M)
+        d = (uint16_t)((load16(p + 48) >> 12) | ((load16(p + 50) >> 8) & 0x00f0) | ((load16(p + 52) >> 4) & 0x0f00) |
+                       (load16(p + 54) & 0xf000));
+      else
+        d = load16(p);
+      bad += !finite_half(d);
+      store16(o.d + u * o.d_step + 2 * r, d);
+      for (int c = 0; c < BLOCKS_K; ++c) {
+        uint8_t* qo = o.q + (u * BLOCKS_K + c) * o.q_step;
+        if constexpr (f == Src::IQ2_XXS) {
+          const uint8_t* q = p + 2 + 8 * c;
+          const uint32_t aux = load32(q + 4);
+          uint32_t word = 0;
+          for (int l = 0; l < 4; ++l) {
+            qo[8 * l + r] = q[l];
+            word |= ((aux >> (7 * l)) & 0x7f) << (8 * l) | ((aux >> (28 + l)) & 1) << (8 * l + 7);
+          }
+          store32(qo + 32 + 4 * r, word);
+        } else if constexpr (f == Src::IQ2_XS) {
+          for (int l = 0; l < 4; ++l) {
+            const uint16_t v = load16(p + 2 + 8 * c + 2 * l);
+            qo[8 * l + r] = (uint8_t)v;
+            qo[32 + 4 * r + l] = (uint8_t)((v >> 9) | ((v >> 8) & 1) << 7);
+          }
+          qo[64 + r] = p[66 + c];
+        } else if constexpr (f == Src::IQ2_S) {
+          for (int l = 0; l < 4; ++l) qo[8 * l + r] = p[2 + 4 * c + l];
+          std::memcpy(qo + 32 + 4 * r, p + 34 + 4 * c, 4);
+          qo[64 + r] = p[66 + c];
+          qo[72 + r] = p[74 + c];
+        } else if constexpr (f == Src::IQ1_S) {
+          for (int l = 0; l < 4; ++l) qo[8 * l + r] = p[2 + 4 * c + l];
+          std::memcpy(qo + 32 + 2 * r, p + 34 + 2 * c, 2);
+        } else {
+          for (int l = 0; l < 4; ++l) qo[8 * l + r] = p[4 * c + l];
+          std::memcpy(qo + 38 + 2 * r, p + 32 + 2 * c, 2);
+          const uint32_t ls = (load16(p + 48 + 2 * (c / 2)) >> (6 * (c % 2))) & 63;
+          uint8_t* at = qo + 32 + 3 * (r / 4);
+          const uint32_t v = (r % 4 ? (uint32_t)(at[0] | at[1] << 8 | at[2] << 16) : 0u) | ls << (6 * (r % 4));
+          at[0] = (uint8_t)v, at[1] = (uint8_t)(v >> 8), at[2] = (uint8_t)(v >> 16);
+        }
+      }
+    }
+  return bad;
+}
+
 // f16 and bf16: per block of 32 the 8 rows' values as [value][row], 2 bytes each (no scales).
 int64_t group_float(const Group& o, int64_t nb, const uint8_t* const* row) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -392,6 +455,16 @@ int64_t write_group(const Spec& s, const Group& o, int64_t nb, int64_t nu, const
     case Src::F16:
     case Src::BF16:
       return group_float(o, nb, row);
+    case Src::IQ2_XXS:
+      return group_iq12<Src::IQ2_XXS>(s, o, nu, row);
+    case Src::IQ2_XS:
+      return group_iq12<Src::IQ2_XS>(s, o, nu, row);
+    case Src::IQ2_S:
+      return group_iq12<Src::IQ2_S>(s, o, nu, row);
+    case Src::IQ1_S:
+      return group_iq12<Src::IQ1_S>(s, o, nu, row);
+    case Src::IQ1_M:
+      return group_iq12<Src::IQ1_M>(s, o, nu, row);
   }
   return 0;
 }

@@ -193,9 +193,10 @@ def test_lenient_cases_load_with_a_safe_reading(catalogue, tmp_path):
     ("dims: 7B llama shape in a tiny file", "shape"),
     ("tokens: 2^40 items of type 8", "claims"),
     ("tokens: 2^40 items of type 6", "claims"),
-    ("ttype blk.0.attn_q.weight=19 (unsupported, right size)", "unsupported tensor type IQ1_S"),
+    ("ttype blk.0.attn_q.weight=24 (unsupported, right size)", "unsupported tensor type I8"),
     ("ttype blk.0.attn_q.weight=10 (unsupported, right size)", "shape"),  # Q2_K is read: its 256-value rows do not fit
-    ("ttype blk.0.attn_q.weight=16 (unsupported, right size)", "unsupported tensor type IQ2_XXS"),
+    ("ttype blk.0.attn_q.weight=16 (unsupported, right size)", "shape"),  # so are IQ2_XXS's and IQ1_S's
+    ("ttype blk.0.attn_q.weight=19 (unsupported, right size)", "shape"),
     ("ttype blk.0.attn_q.weight=99 (unknown)", "malformed"),
 ])
 def test_messages(case, words, catalogue, tmp_path):

@@ -12,7 +12,7 @@ needs_kernel = pytest.mark.skipif(not kernels.available(), reason=f"native kerne
 
 def _inputs(fmt, inp):
     """inp, rounded up to whole super-blocks of 256 for q4_k."""
-    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs", "q3_k", "q2_k", *quant.IQ3) else inp
+    return -(-inp // 256) * 256 if fmt in ("q4_k", "q6_k", "q5_k", "iq4_xs", "q3_k", "q2_k", *quant.IQ3, *quant.IQ12) else inp
 
 
 def _random_rows(rng, fmt, out, inp):
@@ -48,6 +48,11 @@ def _random_rows(rng, fmt, out, inp):
         q = rng.integers(0, 256, (out, nb, 12 if fmt == "iq3_xxs" else 14), dtype=np.uint8)
         if fmt == "iq3_s":
             q[..., 13] &= 15
+        return q, (rng.standard_normal((out, inp // 256)) * 0.002).astype(np.float16), None
+    if fmt in quant.IQ12:  # a block's 4 index bytes, then its fields (blocks_iq2_* / blocks_iq1_*'s rows); d per super-block
+        q = rng.integers(0, 256, (out, nb, {"iq2_xxs": 8, "iq2_xs": 9, "iq2_s": 10, "iq1_s": 6, "iq1_m": 7}[fmt]), dtype=np.uint8)
+        if fmt == "iq1_m":
+            q[..., 6] &= 63
         return q, (rng.standard_normal((out, inp // 256)) * 0.002).astype(np.float16), None
     if fmt == "q8_0":
         q = rng.integers(-127, 128, (out, inp), dtype=np.int8)
@@ -92,6 +97,39 @@ def _dense(fmt, q, d, m):
         if fmt == "iq3_xxs":
             db = db * np.float32(0.25)
         return (np.where(neg == 1, -v, v) * db[..., None]).reshape(out, -1)
+    if fmt in quant.IQ12:  # llama.cpp's grid entries by index: iq2 d (0.5 + ls) / 4 with each value's sign, iq1 d (2 ls + 1) (g +- 1/8)
+        out, nb, _ = q.shape
+        b = q.astype(np.int32)
+        idx = b[..., :4].copy()  # [out, nb, entry l]
+        parity = np.vectorize(lambda v: bin(v).count("1") & 1)
+        if fmt in ("iq1_s", "iq1_m"):
+            qh = b[..., 4] | b[..., 5] << 8
+            if fmt == "iq1_s":
+                idx |= ((qh[..., None] >> (3 * np.arange(4))) & 7) << 8
+                neg = np.broadcast_to(qh[..., None] >> 15, idx.shape)
+                ls = np.stack([(qh >> 12) & 7] * 2, axis=-1)
+            else:
+                idx |= ((qh[..., None] >> (4 * np.arange(4))) & 7) << 8
+                neg = (qh[..., None] >> (4 * np.arange(4) + 3)) & 1
+                ls = np.stack([b[..., 6] & 7, b[..., 6] >> 3], axis=-1)
+            v = quant._iq12_grid(fmt)[idx].astype(np.float32) + np.where(neg == 1, np.float32(-0.125), np.float32(0.125))[..., None]
+            s = np.repeat(d.astype(np.float32), 8, axis=-1)[..., None] * (2 * ls + 1).astype(np.float32)
+        else:
+            if fmt == "iq2_s":
+                idx |= ((b[..., 8:9] >> (2 * np.arange(4))) & 3) << 8
+                signs, ls = b[..., 4:8], np.stack([b[..., 9] & 15, b[..., 9] >> 4], axis=-1)
+            else:  # 7 stored signs a byte, the 8th their parity; bit 7: iq2_xxs's ls bit l, iq2_xs's index bit 8
+                hi = b[..., 4:8] >> 7
+                if fmt == "iq2_xxs":
+                    ls = np.stack([(hi << np.arange(4)).sum(-1)] * 2, axis=-1)
+                else:
+                    idx |= hi << 8
+                    ls = np.stack([b[..., 8] & 15, b[..., 8] >> 4], axis=-1)
+                signs = (b[..., 4:8] & 0x7F) | parity(b[..., 4:8] & 0x7F) << 7
+            g = quant._iq12_grid(fmt)[idx].astype(np.float32)  # [out, nb, 4, 8]
+            v = np.where(((signs[..., None] >> np.arange(8)) & 1) == 1, -g, g)
+            s = np.repeat(d.astype(np.float32), 8, axis=-1)[..., None] * (np.float32(0.5) + ls.astype(np.float32)) * np.float32(0.25)
+        return (v.reshape(out, nb, 2, 16) * s[..., None]).reshape(out, -1)
     if fmt in quant.IQ4:  # llama.cpp's 16 values, looked up by index, times the block's scale
         out = q.shape[0]
         if fmt == "iq4_xs":
@@ -180,7 +218,10 @@ def test_q4_k_is_held_as_stored():
                                                     ("Q5_0", "Q5_0", "q5_0"), ("Q5_1", "Q5_1", "q5_1"),
                                                     ("IQ4_NL", "IQ4_NL", "iq4_nl"), ("IQ4_XS", "IQ4_XS", "iq4_xs"),
                                                     ("Q3_K_M", "Q3_K", "q3_k"), ("Q2_K", "Q2_K", "q2_k"),
-                                                    ("IQ3_S", "IQ3_S", "iq3_s"), ("IQ3_XXS", "IQ3_XXS", "iq3_xxs")])
+                                                    ("IQ3_S", "IQ3_S", "iq3_s"), ("IQ3_XXS", "IQ3_XXS", "iq3_xxs"),
+                                                    ("IQ2_XXS", "IQ2_XXS", "iq2_xxs"), ("IQ2_XS", "IQ2_XS", "iq2_xs"),
+                                                    ("IQ2_S", "IQ2_S", "iq2_s"), ("IQ1_S", "IQ1_S", "iq1_s"),
+                                                    ("IQ1_M", "IQ1_M", "iq1_m")])
 def test_type_is_held_as_stored(ftype, type_name, fmt):
     """Blocks made by llama.cpp's quantizer, read in their own format, decode to gguf's own
     dequantization exactly through the kernel's layout, in the file's bytes; and where the
@@ -233,6 +274,9 @@ def test_group_format_keeps_four_bit_only_when_every_member_is():
     assert quant.group_format(["Q3_K"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: no form per 16 values)
     assert quant.group_format(["IQ3_XXS"]) == "iq3_xxs" and quant.group_format(["IQ3_S", "IQ3_S"]) == "iq3_s"
     assert quant.group_format(["IQ3_S"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: q8_0)
+    assert quant.group_format(["IQ2_XXS"]) == "iq2_xxs" and quant.group_format(["IQ2_S", "IQ2_S"]) == "iq2_s"
+    assert quant.group_format(["IQ2_XS", "IQ2_XXS"]) == "q8_0" and quant.group_format(["IQ1_M"]) == "iq1_m"
+    assert quant.group_format(["IQ2_XS"], tuple(quant.XLA_FORMS)) == "q8_0"  # (the XLA path: q8_0)
     assert quant.group_format(["F32"]) == "q8_0"
 
 

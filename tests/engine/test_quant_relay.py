@@ -16,7 +16,9 @@ pytestmark = pytest.mark.skipif(kernels.relayout() is None, reason="no kernel li
 BLOCKS = {"Q8_0": (34, 32, (0,)), "Q4_0": (18, 32, (0,)), "Q4_1": (20, 32, (0, 2)), "Q4_K": (144, 256, (0, 2)),
           "Q6_K": (210, 256, (208,)), "Q5_0": (22, 32, (0,)), "Q5_1": (24, 32, (0, 2)), "Q5_K": (176, 256, (0, 2)),
           "IQ4_NL": (18, 32, (0,)), "IQ4_XS": (136, 256, (0,)), "Q3_K": (110, 256, (108,)), "Q2_K": (84, 256, (80, 82)),
-          "IQ3_XXS": (98, 256, (0,)), "IQ3_S": (110, 256, (0,)), "F16": (64, 32, ()), "BF16": (64, 32, ())}
+          "IQ3_XXS": (98, 256, (0,)), "IQ3_S": (110, 256, (0,)), "F16": (64, 32, ()), "BF16": (64, 32, ()),
+          "IQ2_XXS": (66, 256, (0,)), "IQ2_XS": (74, 256, (0,)), "IQ2_S": (82, 256, (0,)), "IQ1_S": (50, 256, (0,)),
+          "IQ1_M": (56, 256, ())}  # (IQ1_M's d: the top nibbles of its scale words, random_blocks keeps it finite)
 
 
 def random_blocks(rng, type_name: str, rows: int, inp: int) -> np.ndarray:
@@ -25,6 +27,8 @@ def random_blocks(rng, type_name: str, rows: int, inp: int) -> np.ndarray:
     raw = rng.integers(0, 256, (rows, inp // values, size), dtype=np.uint8)
     for at in scales:
         raw[..., at : at + 2] = rng.standard_normal((rows, inp // values)).astype(np.float16)[..., None].view(np.uint8)
+    if type_name == "IQ1_M":  # d's exponent below all ones: bit 14 of d is bit 6 of byte 55
+        raw[..., 55] &= 0xBF
     return raw.reshape(rows, -1)
 
 
@@ -79,7 +83,8 @@ def test_relay_and_put_groups_fill_a_layer_in_parts(type_name):
             np.testing.assert_array_equal(w.view(np.uint8), g.view(np.uint8))
 
 
-@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_1", "Q4_K", "Q6_K", "Q3_K", "Q2_K", "IQ3_XXS", "IQ3_S"])
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_1", "Q4_K", "Q6_K", "Q3_K", "Q2_K", "IQ3_XXS", "IQ3_S", "IQ2_XXS",
+                                       "IQ2_XS", "IQ2_S", "IQ1_S"])
 def test_relay_counts_non_finite_scales(type_name):
     fmt = quant.NATIVE[type_name][0]
     raw = random_blocks(np.random.default_rng(1), type_name, 16, 256)
@@ -133,7 +138,8 @@ def test_loaded_weights_are_byte_identical_with_and_without_relay(tmp_path, monk
 
 
 @pytest.mark.llamacpp
-@pytest.mark.parametrize("ftype", ["Q4_K_M", "IQ4_XS", "IQ4_NL", "Q3_K_M", "Q2_K", "IQ3_S", "IQ3_XXS"])
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "IQ4_XS", "IQ4_NL", "Q3_K_M", "Q2_K", "IQ3_S", "IQ3_XXS", "IQ2_XXS", "IQ2_XS",
+                                   "IQ2_S", "IQ1_S", "IQ1_M"])
 def test_llama_cpp_files_are_byte_identical_with_and_without_relay(tmp_path, monkeypatch, ftype):
     """Files made by llama.cpp's quantizer: a Q4_K_M mix (Q6_K attn_v and ffn_down in some
     layers: mixed and split stacks), and the IQ4, Q3_K and Q2_K types the fixture writer cannot

@@ -1,8 +1,9 @@
 """Every quantization type Pinwheel reads, in a file made by llama.cpp's own quantizer
 (llama_cpp.llama_model_quantize, the same code as llama-quantize) from one F16 random-weight
 file: it loads, is held as predicted, and agrees with llama.cpp on the same file (f32 KV on both
-sides). IQ3_XXS, which llama_model_quantize makes only with an importance matrix, is made by the
-same quantizer tensor by tensor with a uniform one (quantize_with_unit_imatrix)."""
+sides). IQ3_XXS and the IQ2 and IQ1 types, which llama_model_quantize makes only with an importance
+matrix, are made by the same quantizer tensor by tensor with a uniform one
+(quantize_with_unit_imatrix)."""
 from __future__ import annotations
 
 import ctypes
@@ -22,7 +23,8 @@ pytestmark = pytest.mark.llamacpp
 FTYPES = {"Q2_K": "Q2_K", "Q3_K_S": "Q3_K", "Q3_K_M": "Q3_K", "Q3_K_L": "Q3_K", "Q4_K_S": "Q4_K",
           "Q4_K_M": "Q4_K", "Q5_K_M": "Q5_K", "Q6_K": "Q6_K", "Q5_0": "Q5_0", "Q5_1": "Q5_1",
           "IQ4_NL": "IQ4_NL", "IQ4_XS": "IQ4_XS", "IQ3_S": "IQ3_S", "IQ3_M": "IQ3_S", "IQ3_XXS": "IQ3_XXS",
-          "F16": "F16", "BF16": "BF16"}
+          "F16": "F16", "BF16": "BF16", "IQ2_XXS": "IQ2_XXS", "IQ2_XS": "IQ2_XS", "IQ2_S": "IQ2_S", "IQ1_S": "IQ1_S",
+          "IQ1_M": "IQ1_M"}
 MAX_MEAN_ABS_DLOGP = 0.064  # the family tests' bound (tests/engine/test_families.py)
 MIN_TOP1 = 0.9  # this flat-ish model: its Q8_0 file, weights identical on both sides, reads 93%
 
@@ -40,7 +42,7 @@ def f16_file(tmp_path_factory):
 # are made by llama.cpp's own quantizer one tensor at a time (ggml_quantize_chunk, the code
 # llama_model_quantize calls) with a uniform importance matrix, every 2-D tensor in the type
 # (its pure mode), and written with gguf-py.
-WITH_IMATRIX = {"IQ3_XXS": 23}  # type -> LLAMA_FTYPE_MOSTLY_*
+WITH_IMATRIX = {"IQ3_XXS": 23, "IQ2_XXS": 19, "IQ2_XS": 20, "IQ2_S": 28, "IQ1_S": 24, "IQ1_M": 31}  # type -> LLAMA_FTYPE_MOSTLY_*
 
 
 def quantize_with_unit_imatrix(src, dst, ftype: str):
@@ -136,6 +138,16 @@ def test_iq3_types_are_held_as_stored(f16_file, tmp_path, ftype):
     multiplies it, not re-quantized to q8_0 (2.5-2.8x these types' bytes; IQ3_XXS was refused)."""
     if not {"iq3_xxs", "iq3_s"} <= set(kernels.formats() or ()):
         pytest.skip(f"this kernel build does not multiply the IQ3 types at speed: {kernels.status()}")
+    _assert_held_as_stored(f16_file, tmp_path, ftype)
+
+
+@pytest.mark.parametrize("ftype", ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M"])
+def test_iq2_and_iq1_types_are_held_as_stored(f16_file, tmp_path, ftype):
+    """An IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S or IQ1_M file takes no more memory than its tensors do on
+    disk (within 2%: the F32 norms): held in its own format where the kernel multiplies it (the
+    types were refused)."""
+    if not {"iq2_xxs", "iq2_xs", "iq2_s", "iq1_s", "iq1_m"} <= set(kernels.formats() or ()):
+        pytest.skip(f"this kernel build does not multiply the IQ2 and IQ1 types at speed: {kernels.status()}")
     _assert_held_as_stored(f16_file, tmp_path, ftype)
 
 

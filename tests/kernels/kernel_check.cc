@@ -4,7 +4,8 @@
 //
 // It includes the kernel's source and calls its internal entry points (qmatmul_rows,
 // attention_rows) on random inputs, and checks:
-//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k, iq3_xxs, iq3_s, f16, bf16; chunks of 1, 2 and 4 groups; 1 row, verify- and
+//  - every product (q8_0, q4_0, q4_1, q4_k, q6_k, q5_0, q5_1, q5_k, iq4_nl, iq4_xs, q3_k, q2_k, iq3_xxs, iq3_s, f16, bf16,
+//    iq2_xxs, iq2_xs, iq2_s, iq1_s, iq1_m; chunks of 1, 2 and 4 groups; 1 row, verify- and
 //    prefill-sized row counts, odd ones) against a double-precision x @ W^T at the x86 tests'
 //    tolerance (tests/engine/test_quant.py: max error <= 2% of the largest output), and against a
 //    double-precision sum over the kernel's own int8 activations at float rounding's bound;
@@ -24,6 +25,7 @@
 #include "relayout.cc"
 
 #include <cinttypes>
+#include <initializer_list>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -66,7 +68,8 @@ const char* fmt_name(Fmt f) {
   return f == Fmt::Q8_0 ? "q8_0" : f == Fmt::Q4_0 ? "q4_0" : f == Fmt::Q4_1 ? "q4_1" : f == Fmt::Q4_K ? "q4_k"
          : f == Fmt::Q6_K ? "q6_k" : f == Fmt::Q5_0 ? "q5_0" : f == Fmt::Q5_1 ? "q5_1" : f == Fmt::Q5_K ? "q5_k"
          : f == Fmt::IQ4_NL ? "iq4_nl" : f == Fmt::IQ4_XS ? "iq4_xs" : f == Fmt::Q3_K ? "q3_k" : f == Fmt::Q2_K ? "q2_k"
-         : f == Fmt::IQ3_XXS ? "iq3_xxs" : f == Fmt::IQ3_S ? "iq3_s" : f == Fmt::F16 ? "f16" : "bf16";
+         : f == Fmt::IQ3_XXS ? "iq3_xxs" : f == Fmt::IQ3_S ? "iq3_s" : f == Fmt::F16 ? "f16" : f == Fmt::BF16 ? "bf16"
+         : f == Fmt::IQ2_XXS ? "iq2_xxs" : f == Fmt::IQ2_XS ? "iq2_xs" : f == Fmt::IQ2_S ? "iq2_s" : f == Fmt::IQ1_S ? "iq1_s" : "iq1_m";
 }
 
 struct Weight {
@@ -88,14 +91,17 @@ struct Weight {
 int gguf_block_bytes(Fmt f) {
   return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
          : f == Fmt::Q5_1 ? 24 : f == Fmt::Q4_K ? 144 : f == Fmt::Q5_K ? 176 : f == Fmt::Q6_K ? 210 : f == Fmt::Q3_K ? 110
-         : f == Fmt::Q2_K ? 84 : f == Fmt::IQ3_XXS ? 98 : f == Fmt::IQ3_S ? 110 : f == Fmt::F16 || f == Fmt::BF16 ? 64 : 136;
+         : f == Fmt::Q2_K ? 84 : f == Fmt::IQ3_XXS ? 98 : f == Fmt::IQ3_S ? 110 : f == Fmt::F16 || f == Fmt::BF16 ? 64
+         : f == Fmt::IQ2_XXS ? 66 : f == Fmt::IQ2_XS ? 74 : f == Fmt::IQ2_S ? 82 : f == Fmt::IQ1_S ? 50 : f == Fmt::IQ1_M ? 56 : 136;
 }
 bool gguf_super(Fmt f) {
   return f == Fmt::Q4_K || f == Fmt::Q5_K || f == Fmt::Q6_K || f == Fmt::IQ4_XS || f == Fmt::Q3_K || f == Fmt::Q2_K ||
-         f == Fmt::IQ3_XXS || f == Fmt::IQ3_S;
+         f == Fmt::IQ3_XXS || f == Fmt::IQ3_S || f == Fmt::IQ2_XXS || f == Fmt::IQ2_XS || f == Fmt::IQ2_S || f == Fmt::IQ1_S ||
+         f == Fmt::IQ1_M;
 }
-int half_off(Fmt f) { return f == Fmt::Q6_K ? 32 : f == Fmt::Q3_K ? 4 : 0; }  // (q - off) per 16 values
-bool per16(Fmt f) { return f == Fmt::Q6_K || f == Fmt::Q3_K || f == Fmt::Q2_K; }
+bool iq12_fmt(Fmt f) { return f == Fmt::IQ2_XXS || f == Fmt::IQ2_XS || f == Fmt::IQ2_S || f == Fmt::IQ1_S || f == Fmt::IQ1_M; }
+int half_off(Fmt f) { return f == Fmt::Q6_K ? 32 : f == Fmt::Q3_K ? 4 : iq12_fmt(f) ? 128 : 0; }  // (q - off) per 16 values
+bool per16(Fmt f) { return f == Fmt::Q6_K || f == Fmt::Q3_K || f == Fmt::Q2_K || iq12_fmt(f); }
 bool is_float(Fmt f) { return f == Fmt::F16 || f == Fmt::BF16; }
 void put_half(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 // 32 4-bit values as GGUF's 16 bytes: byte t holds value t low, value t + 16 high.
@@ -108,6 +114,9 @@ int block_bytes_of(Fmt f) {
          : f == Fmt::Q3_K ? block_bytes<Fmt::Q3_K>() : f == Fmt::Q2_K ? block_bytes<Fmt::Q2_K>()
          : f == Fmt::IQ3_XXS ? block_bytes<Fmt::IQ3_XXS>() : f == Fmt::IQ3_S ? block_bytes<Fmt::IQ3_S>()
          : is_float(f) ? block_bytes<Fmt::F16>()
+         : f == Fmt::IQ2_XXS ? block_bytes<Fmt::IQ2_XXS>() : f == Fmt::IQ2_XS ? block_bytes<Fmt::IQ2_XS>()
+         : f == Fmt::IQ2_S ? block_bytes<Fmt::IQ2_S>() : f == Fmt::IQ1_S ? block_bytes<Fmt::IQ1_S>()
+         : f == Fmt::IQ1_M ? block_bytes<Fmt::IQ1_M>()
          : f == Fmt::Q5_0 || f == Fmt::Q5_1 || f == Fmt::Q5_K ? block_bytes<Fmt::Q5_0>() : block_bytes<Fmt::Q4_0>();
 }
 
@@ -197,6 +206,136 @@ Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
   return w;
 }
 
+// IQ2_XXS / IQ2_XS / IQ2_S / IQ1_S / IQ1_M: GGUF's super-block bytes, and the f16 d (IQ1_M keeps
+// it in the top nibbles of its 4 scale words, llama.cpp's iq1m_scale_t).
+void put_iq1m_d(uint8_t* p, uint16_t h) {
+  for (int i = 0; i < 4; ++i) p[49 + 2 * i] = (uint8_t)((p[49 + 2 * i] & 0x0f) | ((h >> (4 * i)) & 15) << 4);
+}
+uint16_t iq12_d(Fmt f, const uint8_t* p) {
+  if (f != Fmt::IQ1_M) return (uint16_t)(p[0] | p[1] << 8);
+  uint16_t h = 0;
+  for (int i = 0; i < 4; ++i) h |= (uint16_t)((p[49 + 2 * i] >> 4) << (4 * i));
+  return h;
+}
+
+// IQ2 / IQ1: random GGUF super-blocks (every byte random but d), their meaning as llama.cpp's
+// dequantize_row_iq2_xxs / _iq2_xs / _iq2_s / _iq1_s / _iq1_m read them, and the kernel's layout
+// (the comment above qmatmul.cc's GROUP) written out from the GGUF bytes. The product's
+// unsigned value is w8 + 128 with w = dw16 w8 per 16 values (w8: the signed grid value, or
+// 8 g +- 1 for iq1), its offset 128 off through the x values' sum per 16 (half_off).
+Weight make_iq12(std::mt19937& rng, Fmt fmt, int out, int inp) {
+  Weight w;
+  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
+  w.G = (out + GROUP - 1) / GROUP;
+  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
+  w.n_chunks = w.G / w.K;
+  const int rows = w.G * GROUP, nb = w.nb, nsb = nb / BLOCKS_K;
+  const int sbytes = gguf_block_bytes(fmt);
+  const bool one = fmt == Fmt::IQ1_S || fmt == Fmt::IQ1_M;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_int_distribution<int> byte(0, 255);
+  w.dense.assign((size_t)out * inp, 0.0);
+  w.u.assign((size_t)rows * inp, 128);
+  w.dw16.assign((size_t)rows * 2 * nb, 0.0), w.cf16.assign((size_t)rows * 2 * nb, 0.0);
+  w.row_bytes = nsb * sbytes;
+  w.gguf.assign((size_t)out * w.row_bytes, 0);
+  const uint64_t* grid = fmt == Fmt::IQ2_XXS ? IQ2XXS_GRID : fmt == Fmt::IQ2_XS ? IQ2XS_GRID : fmt == Fmt::IQ2_S ? IQ2S_GRID : IQ1S_GRID;
+  for (int o = 0; o < out; ++o)
+    for (int sb = 0; sb < nsb; ++sb) {
+      uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)sb * sbytes];
+      for (int i = 0; i < sbytes; ++i) p[i] = (uint8_t)byte(rng);
+      const uint16_t dh = d2h((unit(rng) - 0.5) * (one ? 0.004 : 0.01));
+      if (fmt == Fmt::IQ1_M) put_iq1m_d(p, dh);
+      else put_half(p, dh);
+      const double d = h2d(dh);
+      for (int c = 0; c < BLOCKS_K; ++c) {
+        const int b = sb * BLOCKS_K + c;
+        for (int l = 0; l < 4; ++l) {  // values 8l..8l+7
+          int idx = 0, signs = 0, ls[2] = {0, 0}, dneg = 0;
+          uint32_t aux1 = 0, qh = 0;
+          uint16_t v = 0;
+          switch (fmt) {
+            case Fmt::IQ2_XXS:
+              std::memcpy(&aux1, p + 6 + 8 * c, 4);
+              idx = p[2 + 8 * c + l], signs = KSIGNS[(aux1 >> (7 * l)) & 127], ls[0] = ls[1] = (int)(aux1 >> 28);
+              break;
+            case Fmt::IQ2_XS:
+              std::memcpy(&v, p + 2 + 8 * c + 2 * l, 2);
+              idx = v & 511, signs = KSIGNS[v >> 9], ls[0] = p[66 + c] & 15, ls[1] = p[66 + c] >> 4;
+              break;
+            case Fmt::IQ2_S:
+              idx = p[2 + 4 * c + l] | ((p[66 + c] << (8 - 2 * l)) & 0x300), signs = p[34 + 4 * c + l];
+              ls[0] = p[74 + c] & 15, ls[1] = p[74 + c] >> 4;
+              break;
+            case Fmt::IQ1_S:
+              qh = (uint32_t)(p[34 + 2 * c] | p[35 + 2 * c] << 8);
+              idx = p[2 + 4 * c + l] | (int)((qh >> (3 * l)) & 7) << 8, ls[0] = ls[1] = (int)((qh >> 12) & 7), dneg = (int)(qh >> 15);
+              break;
+            default: {  // IQ1_M
+              const int qb = p[32 + 2 * c + l / 2] >> (4 * (l & 1));
+              idx = p[4 * c + l] | (qb & 7) << 8, dneg = (qb >> 3) & 1;
+              const int sc = p[48 + 2 * (c / 2)] | p[49 + 2 * (c / 2)] << 8;
+              ls[0] = (sc >> (6 * (c % 2))) & 7, ls[1] = (sc >> (6 * (c % 2) + 3)) & 7;
+            }
+          }
+          for (int j = 0; j < 8; ++j) {
+            const int g = (int8_t)(uint8_t)(grid[idx] >> (8 * j)), h = l / 2;
+            const int w8 = one ? 8 * g + (dneg ? -1 : 1) : (signs >> j) & 1 ? -g : g;
+            const double dw = d * (2 * ls[h] + 1) / 8;  // iq2: d (0.5 + ls) / 4; iq1: d (2 ls + 1) (g +- 1/8)
+            const int i = b * QK + 8 * l + j;
+            w.u[(size_t)o * inp + i] = w8 + 128;
+            w.dw16[(size_t)o * 2 * nb + 2 * b + h] = dw;
+            w.dense[(size_t)o * inp + i] = dw * w8;
+          }
+        }
+      }
+    }
+  const int gbytes = block_bytes_of(fmt);
+  w.q.assign((size_t)w.G * nb * gbytes, 0);
+  w.d.assign((size_t)w.G * nsb * GROUP, 0);
+  for (int g = 0; g < w.G; ++g)
+    for (int row = 0; row < GROUP; ++row) {
+      const int o = g * GROUP + row;
+      if (o >= out) continue;  // (padding rows: zero bytes, zero d)
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)(b / BLOCKS_K) * sbytes];
+        const int c = b % BLOCKS_K;
+        if (c == 0) w.d[(((size_t)(g / w.K) * nsb + b / BLOCKS_K) * w.K + g % w.K) * GROUP + row] = iq12_d(fmt, p);
+        uint8_t* dst = &w.q[(((size_t)(g / w.K) * nb + b) * w.K + g % w.K) * gbytes];
+        if (fmt == Fmt::IQ2_XXS) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
+          uint32_t aux1, word = 0;
+          std::memcpy(&aux1, p + 6 + 8 * c, 4);
+          for (int l = 0; l < 4; ++l) {
+            dst[8 * l + row] = p[2 + 8 * c + l];
+            word |= ((aux1 >> (7 * l)) & 127) << (8 * l) | ((aux1 >> (28 + l)) & 1) << (8 * l + 7);
+          }
+          std::memcpy(dst + 32 + 4 * row, &word, 4);
+        } else if (fmt == Fmt::IQ2_XS) {  // byte l = sign index l, and index l's 9th bit at its bit 7
+          for (int l = 0; l < 4; ++l) {
+            uint16_t v;
+            std::memcpy(&v, p + 2 + 8 * c + 2 * l, 2);
+            dst[8 * l + row] = (uint8_t)(v & 255);
+            dst[32 + 4 * row + l] = (uint8_t)((v >> 9) | ((v >> 8) & 1) << 7);
+          }
+          dst[64 + row] = p[66 + c];
+        } else if (fmt == Fmt::IQ2_S) {
+          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l], dst[32 + 4 * row + l] = p[34 + 4 * c + l];
+          dst[64 + row] = p[66 + c], dst[72 + row] = p[74 + c];
+        } else if (fmt == Fmt::IQ1_S) {
+          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l];
+          dst[32 + 2 * row] = p[34 + 2 * c], dst[33 + 2 * row] = p[35 + 2 * c];
+        } else {  // IQ1_M: 6 bits of ls a row at bit 6 (row % 4) of the 24 bits at 32 + 3 (row / 4)
+          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[4 * c + l];
+          dst[38 + 2 * row] = p[32 + 2 * c], dst[39 + 2 * row] = p[33 + 2 * c];
+          const uint32_t ls = (uint32_t)(((p[48 + 2 * (c / 2)] | p[49 + 2 * (c / 2)] << 8) >> (6 * (c % 2))) & 63) << (6 * (row % 4));
+          for (int k = 0; k < 3; ++k) dst[32 + 3 * (row / 4) + k] |= (uint8_t)(ls >> (8 * k));
+        }
+      }
+    }
+  w.m.assign(1, 0);
+  return w;
+}
+
 // F16 / BF16: random values, stored as GGUF does (2 bytes a value, little-endian) and in the
 // kernel's layout ([value j][8 rows] per group and block); no scales.
 Weight make_float(std::mt19937& rng, Fmt fmt, int out, int inp) {
@@ -239,6 +378,7 @@ Weight make_float(std::mt19937& rng, Fmt fmt, int out, int inp) {
 Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   if (fmt == Fmt::IQ3_XXS || fmt == Fmt::IQ3_S) return make_iq3(rng, fmt, out, inp);
   if (is_float(fmt)) return make_float(rng, fmt, out, inp);
+  if (iq12_fmt(fmt)) return make_iq12(rng, fmt, out, inp);
   Weight w;
   w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
   w.G = (out + GROUP - 1) / GROUP;
@@ -555,17 +695,21 @@ void run_product(const Weight& w, const float* x, int C, int threads, float* y) 
     case Fmt::IQ3_S: qmatmul_rows<Fmt::IQ3_S>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::F16: qmatmul_rows<Fmt::F16>(threads, x, C, w.inp, w.q.data(), nullptr, nullptr, w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::BF16: qmatmul_rows<Fmt::BF16>(threads, x, C, w.inp, w.q.data(), nullptr, nullptr, w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ2_XXS: qmatmul_rows<Fmt::IQ2_XXS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ2_XS: qmatmul_rows<Fmt::IQ2_XS>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ2_S: qmatmul_rows<Fmt::IQ2_S>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ1_S: qmatmul_rows<Fmt::IQ1_S>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
+    case Fmt::IQ1_M: qmatmul_rows<Fmt::IQ1_M>(threads, x, C, w.inp, w.q.data(), w.d.data(), w.d.data(), w.n_chunks, w.K, nullptr, 0.f, y); break;
     case Fmt::Q4_KX: case Fmt::Q5_KX: break;  // (not a layout: what qmatmul_rows<Q4_K> runs for more than a row tile)
   }
 }
 
-void check_products(std::mt19937& rng) {
+void check_products(std::mt19937& rng, std::initializer_list<Fmt> formats) {
   const int shapes[][2] = {{40, 64}, {13, 96}, {1000, 320}, {256, 320}, {48, 96}, {520, 256}, {528, 256}, {512, 256}, {24, 32}, {13, 768}, {64, 512}};
   const int row_counts[] = {1, 2, 3, 5, 8, 17, 64};
   const int CMAX = 64;
   std::normal_distribution<float> normal(0.f, 1.f);
-  for (Fmt fmt : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
-                  Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16})
+  for (Fmt fmt : formats)
     for (const auto& sh : shapes) {
       const bool supers = gguf_super(fmt);
       if (supers && sh[1] % QK_K) continue;  // (whole super-blocks only)
@@ -667,7 +811,9 @@ void check_products(std::mt19937& rng) {
 
 // --- the load's re-layout -------------------------------------------------------------------
 
-bool has_m(Fmt f) { return f == Fmt::Q4_1 || f == Fmt::Q5_1 || (gguf_super(f) && f != Fmt::IQ3_XXS && f != Fmt::IQ3_S); }
+bool has_m(Fmt f) {
+  return f == Fmt::Q4_1 || f == Fmt::Q5_1 || (gguf_super(f) && f != Fmt::IQ3_XXS && f != Fmt::IQ3_S && !iq12_fmt(f));
+}
 
 // relayout.cc's bytes for w.gguf, rows [0, split) and [split, out) in two calls (split a multiple of 8).
 bool relaid_matches(const Weight& w, int threads, int split) {
@@ -686,7 +832,8 @@ bool relaid_matches(const Weight& w, int threads, int split) {
 
 void check_relayout(std::mt19937& rng) {
   const Fmt fmts[] = {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K,
-                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16};
+                      Fmt::IQ4_NL, Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16,
+                      Fmt::IQ2_XXS, Fmt::IQ2_XS, Fmt::IQ2_S, Fmt::IQ1_S, Fmt::IQ1_M};
   const int shapes[][2] = {{8, 256}, {13, 512}, {40, 256}, {64, 512}, {200, 768}};  // chunks of 1, 2 (padded), 1, 4, 1
   for (Fmt f : fmts)
     for (const auto& sh : shapes) {
@@ -695,7 +842,8 @@ void check_relayout(std::mt19937& rng) {
       for (int threads : {1, 2}) check(relaid_matches(w, threads, w.out), what + " on " + std::to_string(threads) + " threads");
       check(relaid_matches(w, 2, w.out / 16 * 8), what + " in two parts");
       Weight nan = w;  // a NaN scale (each format's first f16 of row 0's first block) is counted (no scales: f16, bf16)
-      if (!is_float(f)) put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : f == Fmt::Q3_K ? 108 : f == Fmt::Q2_K ? 80 : 0], 0x7e00);
+      if (f == Fmt::IQ1_M) put_iq1m_d(&nan.gguf[0], 0x7e00);  // (its d: the top nibbles of the scale words)
+      else if (!is_float(f)) put_half(&nan.gguf[f == Fmt::Q6_K ? 208 : f == Fmt::Q3_K ? 108 : f == Fmt::Q2_K ? 80 : 0], 0x7e00);
       std::vector<uint8_t> q(w.q.size()), d(w.d.size() * 2), m(w.m.size() * 2);
       if (!is_float(f))
         check(pinwheel_relayout(fmt_name(f), nan.gguf.data(), w.out, w.row_bytes, nullptr, w.inp, q.data(), d.data(),
@@ -717,7 +865,7 @@ void check_relayout(std::mt19937& rng) {
               what + ": rows in a given order");
       }
     }
-  check(pinwheel_relayout("iq2_xs", nullptr, 8, 0, nullptr, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
+  check(pinwheel_relayout("tq2_0", nullptr, 8, 0, nullptr, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
         "relayout: unknown format");
   const int64_t far[8] = {0, 1, 2, 3, 4, 5, 6, 8};
   check(pinwheel_relayout("q4_0", nullptr, 8, 144, far, 256, nullptr, nullptr, nullptr, 1, 0, 1) == -1,
@@ -1041,7 +1189,12 @@ int main(int argc, char** argv) {
   setenv("PINWHEEL_KERNEL_SPIN_US", "0", 1);  // helper threads sleep between calls (qemu, shared cores)
   const std::string name = argc > 1 ? argv[1] : pinwheel_kernel_isa();
   std::mt19937 rng(1234);
-  check_products(rng);
+  check_products(rng, {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL,
+                       Fmt::IQ4_XS, Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16});
+  // (the IQ2 and IQ1 formats on a stream of their own: the formats above and the attention below
+  // see the same inputs as before them, and give the same per-format digests)
+  std::mt19937 rng_iq12(2212);
+  check_products(rng_iq12, {Fmt::IQ2_XXS, Fmt::IQ2_XS, Fmt::IQ2_S, Fmt::IQ1_S, Fmt::IQ1_M});
   const uint64_t products = g_digest;
   g_digest = 1469598103934665603ull;
   check_attention(rng);
@@ -1054,7 +1207,8 @@ int main(int argc, char** argv) {
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
   const std::string held = std::string(" ") + pinwheel_kernel_formats() + " ";
   for (Fmt f : {Fmt::Q8_0, Fmt::Q4_0, Fmt::Q4_1, Fmt::Q4_K, Fmt::Q6_K, Fmt::Q5_0, Fmt::Q5_1, Fmt::Q5_K, Fmt::IQ4_NL, Fmt::IQ4_XS,
-                Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16})
+                Fmt::Q3_K, Fmt::Q2_K, Fmt::IQ3_XXS, Fmt::IQ3_S, Fmt::F16, Fmt::BF16, Fmt::IQ2_XXS, Fmt::IQ2_XS, Fmt::IQ2_S,
+                Fmt::IQ1_S, Fmt::IQ1_M})
     check(held.find(std::string(" ") + fmt_name(f) + " ") != std::string::npos,
           std::string("pinwheel_kernel_formats() lacks ") + fmt_name(f) + " on this vector build");
 #endif
