@@ -243,6 +243,28 @@ def test_type_is_held_as_stored(ftype, type_name, fmt):
         assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
 
 
+def test_kernel_grids_are_gguf_pys():
+    """qmatmul.cc's copies of llama.cpp's grids (ggml-common.h's iq3xxs_grid, iq3s_grid: 4 values an
+    entry; iq2xxs_grid, iq2xs_grid, iq2s_grid, iq1s_grid: 8, the first in the low byte) are gguf-py's,
+    entry for entry (iq1s_grid's -1 as the byte 0xff)."""
+    import re
+    from pathlib import Path
+
+    import gguf.quants as gq
+
+    src = (Path(quant.__file__).parent / "kernels" / "qmatmul.cc").read_text()
+    for name, cls, width in [("IQ3XXS_GRID", gq.IQ3_XXS, 4), ("IQ3S_GRID", gq.IQ3_S, 4), ("IQ2XXS_GRID", gq.IQ2_XXS, 8),
+                             ("IQ2XS_GRID", gq.IQ2_XS, 8), ("IQ2S_GRID", gq.IQ2_S, 8), ("IQ1S_GRID", gq.IQ1_S, 8)]:
+        table = re.search(name + r"\[(\d+)\] = \{(.*?)\};", src, re.S)
+        assert table, name
+        entries = np.array([int(v, 16) for v in re.findall(r"0x[0-9a-f]+", table.group(2))], np.uint64)
+        assert len(entries) == int(table.group(1)), name
+        cls.init_grid()
+        want = np.asarray(cls.grid).reshape(len(entries), width).astype(np.int64) & 0xFF
+        got = (entries[:, None] >> (np.uint64(8) * np.arange(width, dtype=np.uint64))) & np.uint64(0xFF)
+        np.testing.assert_array_equal(got.astype(np.int64), want, err_msg=name)
+
+
 def _llama_quantized_rows(ftype, type_name, out, inp):
     """A random [out, inp] matrix quantized by llama.cpp's own quantizer (through a one-tensor
     F32 GGUF and llama_model_quantize's pure mode), as raw block rows."""
