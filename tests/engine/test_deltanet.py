@@ -34,11 +34,16 @@ ROOT = Path(__file__).resolve().parents[2]
 # only: outputs and state within 1e-5 (relative to their largest value) over 4 chunks of 64, and
 # per-token log-probs within 1e-4 nats on the XLA path (measured: 2e-7 / 1e-6 and ~1.5e-5). The
 # native kernel rounds every product's input to int8 (as llama.cpp does), so a one-ulp
-# difference can move a rounding step; through the random-weight test model that gives up to a
-# few tenths of a nat at single positions and a mean below MAX_MEAN_NATIVE.
+# difference can move a rounding step; through the random-weight test model (flat distributions)
+# that gives up to a few tenths of a nat at single positions, and a mean that depends on where
+# the flips land: 0.004 on one machine, 0.032 on another (AVX-512 XLA fusions); on the latter,
+# other token seeds read 0.033, 0.00005 and 0.007, and 64-row against 32-row chunks, both the
+# chunked form, 0.030, so it is the rounding steps, not the recurrent form. The bound is
+# therefore the one the int8 path is held to against llama.cpp (test_families), while the forms
+# themselves are held to the float bounds above.
 CHUNKED_VS_RECURRENT = 1e-5
 MAX_DLOGP_FLOAT = 1e-4
-MAX_MEAN_NATIVE = 0.03
+MAX_MEAN_NATIVE = 0.064  # test_families.MAX_MEAN_ABS_DLOGP
 
 
 def _cfg(S=16, Hk=2, Hv=4, K=4) -> ModelConfig:
