@@ -241,8 +241,8 @@ print(json.dumps(rss))
 def test_five_model_swaps_hold_what_a_fresh_start_holds(tmp_path, default_model_path):
     """Issue 21: a swap kept the old model's compiled steps (jit's caches are keyed by its config)
     and its frozen reference cycles. Five swaps between a tiny model and the default model, ending
-    on the default model, through the worker's load (what the window's swap runs), hold within 5%
-    of a fresh process that loaded the default model once the same way (517 vs 476 MB measured
+    on the default model, through the worker's load (what the window's swap runs), hold at most 5%
+    over a fresh process that loaded the default model once the same way (517 vs 476 MB measured
     before the fix, 488 after). Compared with a fresh process, not with engine.library's
     prediction: the worker imports Qt, which makes JAX's runtime ~30 MB larger, and has no window,
     whose share the prediction adds with the window."""
@@ -267,4 +267,7 @@ def test_five_model_swaps_hold_what_a_fresh_start_holds(tmp_path, default_model_
     rss = run(swaps)
     mb = [round(x / 1e6, 1) for x in rss]
     print(f"fresh start {fresh / 1e6:.1f} MB; after the first load and each swap {mb}")
-    assert abs(rss[-1] - fresh) <= 0.05 * fresh, (round(fresh / 1e6, 1), mb)
+    # What a swap must not do is hold more (the old model's steps and cycles); holding less than
+    # the fresh process is no fault (a fresh clone read 399.6 against 420.7 MB: -5.0%), so the
+    # lower side only checks the measurement saw a loaded model.
+    assert 0.8 * fresh <= rss[-1] <= 1.05 * fresh, (round(fresh / 1e6, 1), mb)
