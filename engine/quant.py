@@ -758,6 +758,11 @@ def blocks_q4_k_native(raw: np.ndarray):
     return packed.reshape(rows, -1), d, bits
 
 
+def _f16_rows(b: np.ndarray, rows: int, at: int = 0) -> np.ndarray:
+    """A super-block's f16 d at byte `at` (b: [n, block bytes]) -> [rows, nsb] f16."""
+    return np.ascontiguousarray(b[:, at : at + 2]).view(np.float16).reshape(rows, -1)
+
+
 def blocks_q6_k(raw: np.ndarray):
     """Q6_K super-blocks (256 values: 128 bytes of low 4 bits, 64 of high 2 bits, 16 int8 scales,
     an f16 d) -> q6_k rows: q as unsigned values [rows, in] (0..63), d [rows, nsb] f16, the
@@ -770,7 +775,7 @@ def blocks_q6_k(raw: np.ndarray):
     unit[:, 208:210] = np.array([1.0], np.float16).view(np.uint8)
     q = _dequantize_blocks(unit, "Q6_K").reshape(rows, -1)
     u = (q + 32).astype(np.uint8)
-    d = np.ascontiguousarray(b[:, 208:210]).view(np.float16).reshape(rows, -1)
+    d = _f16_rows(b, rows, 208)
     sc = np.ascontiguousarray(b[:, 192:208]).view(np.int8).reshape(rows, -1, 16)
     return u, d, sc
 
@@ -851,7 +856,7 @@ def blocks_iq4_xs(raw: np.ndarray):
     probe[:, 0:2] = np.frombuffer(_ONE, np.uint8)
     probe[:, 8:] = 0x88
     ls = _dequantize_blocks(probe, "IQ4_XS").reshape(-1, 8, 32)[..., 0] + 32
-    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    d = _f16_rows(b, rows)
     q = np.ascontiguousarray(b[:, 8:]).reshape(rows, -1)
     return q, d, ls.astype(np.uint8).reshape(rows, -1, 8)
 
@@ -872,7 +877,7 @@ def blocks_q3_k(raw: np.ndarray):
     probe[:, 0:32], probe[:, 32:96] = 0xFF, 0x55  # every value's high bit 1, low bits 1: q = 5
     probe[:, 108:110] = np.frombuffer(_ONE, np.uint8)
     ls = _dequantize_blocks(probe, "Q3_K").reshape(-1, 16, 16)[..., 0] + 32
-    d = np.ascontiguousarray(b[:, 108:110]).view(np.float16).reshape(rows, -1)
+    d = _f16_rows(b, rows, 108)
     return u, d, ls.astype(np.uint8).reshape(rows, -1, 16)
 
 
@@ -902,7 +907,7 @@ def blocks_iq3_xxs(raw: np.ndarray):
     l = np.arange(4, dtype=np.uint32)
     sign = ((aux >> (7 * l)) & 0x7F) | (((aux >> (28 + l)) & 1) << 7)  # [n, block, byte l]
     q = np.concatenate([b[:, 2:66].reshape(-1, 8, 8), sign.astype(np.uint8)], axis=-1)
-    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    d = _f16_rows(b, rows)
     return q.reshape(rows, -1, 12), d, None
 
 
@@ -915,13 +920,8 @@ def blocks_iq3_s(raw: np.ndarray):
     ls = (b[:, 106:110, None] >> np.array([0, 4], np.uint8)) & 15  # [n, block / 2, block % 2]
     q = np.concatenate([b[:, 2:66].reshape(-1, 8, 8), b[:, 66:74].reshape(-1, 8, 1), b[:, 74:106].reshape(-1, 8, 4),
                         ls.reshape(-1, 8, 1)], axis=-1)
-    d = np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
+    d = _f16_rows(b, rows)
     return q.reshape(rows, -1, 14), d, None
-
-
-def _f16_rows(b: np.ndarray, rows: int) -> np.ndarray:
-    """A super-block's leading f16 d (b: [n, block bytes]) -> [rows, nsb] f16."""
-    return np.ascontiguousarray(b[:, 0:2]).view(np.float16).reshape(rows, -1)
 
 
 def blocks_iq2_xxs(raw: np.ndarray):
