@@ -87,6 +87,17 @@ struct Weight {
   int row_bytes = 0;
 };
 
+// A weight's shape: out rows in groups of 8, chunks of 4 groups (2 or 1 where the group count
+// is not a multiple), as engine/quant.py chunks them.
+Weight shaped(Fmt fmt, int out, int inp) {
+  Weight w;
+  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
+  w.G = (out + GROUP - 1) / GROUP;
+  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
+  w.n_chunks = w.G / w.K;
+  return w;
+}
+
 // GGUF's block of each format: bytes, and whether it spans a super-block of 256 values.
 int gguf_block_bytes(Fmt f) {
   return f == Fmt::Q8_0 ? 34 : f == Fmt::Q4_0 || f == Fmt::IQ4_NL ? 18 : f == Fmt::Q4_1 ? 20 : f == Fmt::Q5_0 ? 22
@@ -136,11 +147,7 @@ constexpr uint8_t KSIGNS[128] = {
 // dequantize_row_iq3_xxs / _iq3_s reads them, and the kernel's layout (the comment above
 // qmatmul.cc's GROUP) written out from the GGUF bytes.
 Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
-  Weight w;
-  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
-  w.G = (out + GROUP - 1) / GROUP;
-  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
-  w.n_chunks = w.G / w.K;
+  Weight w = shaped(fmt, out, inp);
   const int rows = w.G * GROUP, nb = w.nb, nsb = nb / BLOCKS_K;
   const bool xxs = fmt == Fmt::IQ3_XXS;
   const int sbytes = xxs ? 98 : 110;
@@ -224,11 +231,7 @@ uint16_t iq12_d(Fmt f, const uint8_t* p) {
 // unsigned value is w8 + 128 with w = dw16 w8 per 16 values (w8: the signed grid value, or
 // 8 g +- 1 for iq1), its offset 128 off through the x values' sum per 16 (half_off).
 Weight make_iq12(std::mt19937& rng, Fmt fmt, int out, int inp) {
-  Weight w;
-  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
-  w.G = (out + GROUP - 1) / GROUP;
-  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
-  w.n_chunks = w.G / w.K;
+  Weight w = shaped(fmt, out, inp);
   const int rows = w.G * GROUP, nb = w.nb, nsb = nb / BLOCKS_K;
   const int sbytes = gguf_block_bytes(fmt);
   const bool one = fmt == Fmt::IQ1_S || fmt == Fmt::IQ1_M;
@@ -339,11 +342,7 @@ Weight make_iq12(std::mt19937& rng, Fmt fmt, int out, int inp) {
 // F16 / BF16: random values, stored as GGUF does (2 bytes a value, little-endian) and in the
 // kernel's layout ([value j][8 rows] per group and block); no scales.
 Weight make_float(std::mt19937& rng, Fmt fmt, int out, int inp) {
-  Weight w;
-  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
-  w.G = (out + GROUP - 1) / GROUP;
-  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
-  w.n_chunks = w.G / w.K;
+  Weight w = shaped(fmt, out, inp);
   const int nb = w.nb;
   std::normal_distribution<double> normal(0.0, 0.05);
   w.dense.assign((size_t)out * inp, 0.0);
@@ -379,11 +378,7 @@ Weight make_weight(std::mt19937& rng, Fmt fmt, int out, int inp) {
   if (fmt == Fmt::IQ3_XXS || fmt == Fmt::IQ3_S) return make_iq3(rng, fmt, out, inp);
   if (is_float(fmt)) return make_float(rng, fmt, out, inp);
   if (iq12_fmt(fmt)) return make_iq12(rng, fmt, out, inp);
-  Weight w;
-  w.fmt = fmt, w.out = out, w.inp = inp, w.nb = inp / QK;
-  w.G = (out + GROUP - 1) / GROUP;
-  w.K = w.G % 4 == 0 ? 4 : w.G % 2 == 0 ? 2 : 1;
-  w.n_chunks = w.G / w.K;
+  Weight w = shaped(fmt, out, inp);
   const int rows = w.G * GROUP, nb = w.nb;
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15);
