@@ -2289,29 +2289,46 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// The integer sums of N steps in 512-bit lanes (two row groups): sum_steps' VNNI chains, each x
+// The integer sums of N steps in 512-bit lanes (two row groups): sum_steps' two VNNI chains (5-8% faster
+// than one chain here, though the tile's rows are independent work too), each x
 // word broadcast from memory into the dot product.
-template <int N>
-PW_INLINE __m512i sum_steps512(const __m512i* w, const int32_t* xq) {
-  __m512i s = _mm512_setzero_si512();  // (one chain: the tile's rows are the independent work)
-  for (int k = 0; k < N; ++k) s = _mm512_dpbusd_epi32(s, w[k], _mm512_set1_epi32(xq[k]));
-  return s;
+template <int N, int S>
+PW_INLINE __m512i sum_steps512(const __m512i* w, const int32_t* xq) {  // (x word k at xq[k * S])
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+  for (int k = 0; k < N; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(xq[k * S]));
+    s1 = _mm512_dpbusd_epi32(s1, w[k + 1], _mm512_set1_epi32(xq[(k + 1) * S]));
+  }
+  return _mm512_add_epi32(s0, s1);
+}
+// R quantized x rows re-laid for tile512, block by block: xi [nb][10][R] (the 8 words of 4 values,
+// then the two halves' sums n16) and xf [nb][2][R] (d, then s), so that a tile reads every row's
+// numbers at fixed offsets from one pointer instead of through each row's own pointers.
+inline void pack_rows512(const QRow* x, int R, int nb, int32_t* xi, float* xf) {
+  for (int b = 0; b < nb; ++b)
+    for (int r = 0; r < R; ++r) {
+      int32_t* bi = xi + (size_t)b * 10 * R + r;
+      for (int k = 0; k < 8; ++k) std::memcpy(&bi[k * R], x[r].q + b * QK + 4 * k, 4);
+      for (int h = 0; h < 2; ++h) bi[(8 + h) * R] = x[r].n16 ? x[r].n16[2 * b + h] : 0;
+      xf[(size_t)b * 2 * R + r] = x[r].d[b], xf[(size_t)b * 2 * R + R + r] = x[r].s[b];
+    }
 }
 PW_INLINE __m512 join_ps(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 
 // The tile with two row groups (16 rows) in each 512-bit register, for chunks of 2 or 4 groups
-// and R rows of x (16 for a prefill chunk): a 512-bit dot product does twice a 256-bit one's
-// work at the same rate where the core has full-width units (this 2-core AMD EPYC: 7.9 G
-// vpdpbusd a second at either width), and R rows share each pair of groups' unpacking. The
-// groups' weights are unpacked as the AVX2 tile's (group_weights), and every lane sees the same
-// integer sums and the same float steps in the same order, so the outputs are the AVX2 tile's
-// bit for bit. One thread, a 3,584 x 1,024 product, 64 rows (-O3), 2-row AVX2 tile -> this:
-// Q4_K 1.40 -> 1.1 ms, Q5_K 1.8 -> 1.15, Q6_K 2.3 -> 1.1, IQ4_XS 2.0 -> 1.1, Q3_K 2.35 -> 1.1,
-// Q2_K 2.0 -> 1.2, Q8_0 1.39 -> 1.05.
+// and R rows of x (16 for a prefill chunk), read from pack_rows512's layout: a 512-bit dot
+// product does twice a 256-bit one's work at the same rate where the core has full-width units
+// (this 2-core AMD EPYC: 7.9 G vpdpbusd a second at either width), R rows share each pair of
+// groups' unpacking, and a pair's R x 2 accumulators stay in registers. The groups' weights are
+// unpacked as the AVX2 tile's (group_weights), and every lane sees the same integer sums and the
+// same float steps in the same order, so the outputs are the AVX2 tile's bit for bit. One
+// thread, a 3,584 x 1,024 product, 64 rows (-O3), the 2-row AVX2 tile -> this: Q4_K 1.40 -> 0.94
+// ms, Q5_K 1.8 -> 0.90, Q6_K 2.3 -> 1.0, IQ4_XS 2.0 -> 0.89, Q3_K 2.35 -> 0.95, Q2_K 2.0 -> 1.0,
+// Q8_0 1.39 -> 0.85.
 template <Fmt F, int R, int G>
-void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow* x, int nb, float* out,
-             int64_t out_stride) {
+void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const int32_t* xi, const float* xf, int nb,
+             float* out, int64_t out_stride) {
   static_assert(G % 2 == 0, "tile512: two groups a register");
   for (int p = 0; p < G / 2; ++p) {  // a pair of groups at a time: R x 2 accumulators in registers
     __m512 acc[R], tail[R];
@@ -2322,40 +2339,43 @@ void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QR
       group_weights<F>(wq, wd, wm, b, 2 * p + 1, G, hi);
       __m512i w[8];
       for (int k = 0; k < 8; ++k) w[k] = join_si(lo.w[k], hi.w[k]);
+      const int32_t* bi = xi + (size_t)b * 10 * R;  // (pack_rows512's layout)
+      const float* bf = xf + (size_t)b * 2 * R;
       for (int r = 0; r < R; ++r) {
-        const int32_t* xq = (const int32_t*)(x[r].q + b * QK);
-        const __m512 dx = _mm512_set1_ps(x[r].d[b]);
+        const int32_t* xq = bi + r;
+        const int32_t n16[2] = {bi[8 * R + r], bi[9 * R + r]};
+        const __m512 dx = _mm512_set1_ps(bf[r]);
         if constexpr (iq12<F>()) {  // tile's iq2 / iq1 sums
           __m512i sh[2];
           for (int h = 0; h < 2; ++h)
-            sh[h] = _mm512_sub_epi32(sum_steps512<4>(w + 4 * h, xq + 4 * h), _mm512_set1_epi32(128 * x[r].n16[2 * b + h]));
+            sh[h] = _mm512_sub_epi32(sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R), _mm512_set1_epi32(128 * n16[h]));
           const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sh[0], join_si(lo.mh[0], hi.mh[0])),
                                               _mm512_mullo_epi32(sh[1], join_si(lo.mh[1], hi.mh[1])));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
         } else if constexpr (F == Fmt::Q3_K || F == Fmt::Q2_K) {  // tile's pairs of 16-bit halves
           __m512i sh[2];
-          for (int h = 0; h < 2; ++h) sh[h] = sum_steps512<4>(w + 4 * h, xq + 4 * h);
+          for (int h = 0; h < 2; ++h) sh[h] = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R);
           __m512i sp = _mm512_mask_blend_epi16(0xaaaaaaaa, sh[0], _mm512_slli_epi32(sh[1], 16));
           if constexpr (F == Fmt::Q3_K)
-            sp = _mm512_sub_epi16(sp, _mm512_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
+            sp = _mm512_sub_epi16(sp, _mm512_set1_epi32(pair16(4 * n16[0], 4 * n16[1])));
           const __m512i is = _mm512_madd_epi16(sp, join_si(lo.ls_pairs, hi.ls_pairs));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
           if constexpr (F == Fmt::Q2_K) {
-            const __m512i m = _mm512_madd_epi16(_mm512_set1_epi32(pair16(-x[r].n16[2 * b], -x[r].n16[2 * b + 1])),
+            const __m512i m = _mm512_madd_epi16(_mm512_set1_epi32(pair16(-n16[0], -n16[1])),
                                                 join_si(lo.mn_pairs, hi.mn_pairs));
             tail[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(join_ps(lo.coef, hi.coef), dx), tail[r]);
           }
         } else if constexpr (halves16<F>()) {
           for (int h = 0; h < 2; ++h) {
-            __m512i s = sum_steps512<4>(w + 4 * h, xq + 4 * h);
+            __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R);
             if constexpr (half_offset<F>() != 0)
-              s = _mm512_sub_epi32(s, _mm512_set1_epi32(half_offset<F>() * x[r].n16[2 * b + h]));
+              s = _mm512_sub_epi32(s, _mm512_set1_epi32(half_offset<F>() * n16[h]));
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);
           }
         } else {
-          const __m512i s = sum_steps512<8>(w, xq);
+          const __m512i s = sum_steps512<8, R>(w, xq);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
-          tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(x[r].s[b]), tail[r]);
+          tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(bf[R + r]), tail[r]);
         }
       }
     }
@@ -3731,6 +3751,19 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
     }
   }
   const size_t chunk_q = (size_t)nb * K * block_bytes<F>(), chunk_d = d_per_chunk<F>(nb, K), chunk_m = m_per_chunk<F>(nb, K);
+#if defined(PW_TILE512)
+  // The rows the 512-bit tiles take (16 a tile, then 4), re-laid once for every chunk's tiles.
+  const int64_t C512 = float_w<F>() || K % 2 ? 0 : C / 16 * 16 + C % 16 / 4 * 4;
+  thread_local std::vector<int32_t> xi512;
+  thread_local std::vector<float> xf512;
+  xi512.resize((size_t)C512 * nb * 10), xf512.resize((size_t)C512 * nb * 2);
+  for (int64_t c = 0; c < C512; c += c + 16 <= C512 ? 16 : 4) {
+    const int R = c + 16 <= C512 ? 16 : 4;
+    pack_rows512(&rows[c], R, nb, &xi512[c * nb * 10], &xf512[c * nb * 2]);
+  }
+  const int32_t* xi = xi512.data();  // (this thread's packs, for the helpers' lambda)
+  const float* xf = xf512.data();
+#endif
   // One task a chunk (32 output rows at K = 4): the unit of a 1-row tile, and fine enough to balance.
   parallel_for(pool_threads, (int)n_chunks, [&](int chunk) {
     const uint8_t* wg = q_base + chunk * chunk_q;
@@ -3749,8 +3782,8 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
       } else {
 #if defined(PW_TILE512)
         if constexpr (KK % 2 == 0) {  // 16 rows a pass (8 to 32 measured alike; 2 slower), then 4
-          for (; c + 16 <= C; c += 16) tile512<FF, 16, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
-          for (; c + 4 <= C; c += 4) tile512<FF, 4, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
+          for (; c + 16 <= C; c += 16) tile512<FF, 16, KK>(wg, dg, mg, xi + c * nb * 10, xf + c * nb * 2, nb, oc + c * O, O);
+          for (; c + 4 <= C; c += 4) tile512<FF, 4, KK>(wg, dg, mg, xi + c * nb * 10, xf + c * nb * 2, nb, oc + c * O, O);
         }
 #endif
         for (; c + R <= C; c += R) tile<FF, R, KK>(wg, dg, mg, xr + c, nb, oc + c * O, O);
