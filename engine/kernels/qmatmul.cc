@@ -2349,9 +2349,9 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// The integer sums of N steps in 512-bit lanes (two row groups): sum_steps' two VNNI chains (5-8% faster
-// than one chain here, though the tile's rows are independent work too), each x
-// word broadcast from memory into the dot product.
+// The integer sums of N steps in 512-bit lanes (two row groups): sum_steps' two VNNI chains
+// (5-8% faster here than one, though the tile's rows are independent work too), each x word
+// broadcast from memory into the dot product.
 template <int N, int S>
 PW_INLINE __m512i sum_steps512(const __m512i* w, const int32_t* xq) {  // (x word k at xq[k * S])
   __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -2367,8 +2367,8 @@ PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_m
 // The tile with two row groups (16 rows) in each 512-bit register, for chunks of 2 or 4 groups
 // and R rows of x (16 for a prefill chunk), read from pack_rows' layout: a 512-bit dot
 // product does twice a 256-bit one's work at the same rate where the core has full-width units
-// (this 2-core AMD EPYC: 7.9 G vpdpbusd a second at either width), R rows share each pair of
-// groups' unpacking, and a pair's R x 2 accumulators stay in registers. The groups' weights are
+// (this 2-core AMD EPYC: 7.9 G vpdpbusd a second at either width), and R rows share each pair of
+// groups' unpacking (a pair's accumulators live across its blocks). The groups' weights are
 // unpacked as the AVX2 tile's (group_weights), and every lane sees the same integer sums and the
 // same float steps in the same order, so the outputs are the AVX2 tile's bit for bit. One
 // thread, a 3,584 x 1,024 product, 64 rows (-O3), the 2-row AVX2 tile -> this: Q4_K 1.40 -> 0.94
@@ -2378,7 +2378,7 @@ template <Fmt F, int R, int G>
 void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const int32_t* xi, const float* xf, int nb,
              float* out, int64_t out_stride) {
   static_assert(G % 2 == 0, "tile512: two groups a register");
-  for (int p = 0; p < G / 2; ++p) {  // a pair of groups at a time: R x 2 accumulators in registers
+  for (int p = 0; p < G / 2; ++p) {  // a pair of groups at a time, over every block
     __m512 acc[R], tail[R];
     for (int r = 0; r < R; ++r) acc[r] = tail[r] = _mm512_setzero_ps();
     for (int b = 0; b < nb; ++b) {
@@ -3839,7 +3839,7 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
           for (; c < C; ++c) tile_float<FF, 1, KK>(wg, xr + c, nb, oc + c * O, O);
       } else {
 #if defined(PW_TILE512)
-        if constexpr (KK % 2 == 0) {  // 16 rows a pass (8 to 32 measured alike; 2 slower), then 4
+        if constexpr (KK % 2 == 0) {  // 16 rows a pass (8 to 16 measured alike; 4 and 32 slower), then 4
           for (; c + 16 <= C; c += 16) tile512<FF, 16, KK>(wg, dg, mg, xi + c * nb * 11, xf + c * nb * 2, nb, oc + c * O, O);
           for (; c + 4 <= C; c += 4) tile512<FF, 4, KK>(wg, dg, mg, xi + c * nb * 11, xf + c * nb * 2, nb, oc + c * O, O);
         }
