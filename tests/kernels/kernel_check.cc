@@ -146,6 +146,27 @@ constexpr uint8_t KSIGNS[128] = {
 // IQ3_XXS / IQ3_S: random GGUF super-blocks (every byte random but d), their meaning as llama.cpp's
 // dequantize_row_iq3_xxs / _iq3_s reads them, and the kernel's layout (the comment above
 // qmatmul.cc's GROUP) written out from the GGUF bytes.
+// The kernel's layout of a grid format's weight (iq3, iq2, iq1), made from its GGUF rows: for every
+// row and block b, put(p, c, row, d, dst) copies block b's bytes into dst, its group's block in
+// the chunked layout (p: the row's super-block in the file, c: b's place in it, d: the group's
+// super-block scale of this row, to set where c == 0). Padding rows keep zero bytes and zero d.
+template <class Put>
+void relay_grid(Weight& w, int nsb, int sbytes, Put put) {
+  const int nb = w.nb, gbytes = block_bytes_of(w.fmt);
+  w.q.assign((size_t)w.G * nb * gbytes, 0);
+  w.d.assign((size_t)w.G * nsb * GROUP, 0);
+  for (int g = 0; g < w.G; ++g)
+    for (int row = 0; row < GROUP; ++row) {
+      const int o = g * GROUP + row;
+      if (o >= w.out) continue;
+      for (int b = 0; b < nb; ++b) {
+        const uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)(b / BLOCKS_K) * sbytes];
+        uint16_t& d = w.d[(((size_t)(g / w.K) * nsb + b / BLOCKS_K) * w.K + g % w.K) * GROUP + row];
+        put(p, b % BLOCKS_K, row, d, &w.q[(((size_t)(g / w.K) * nb + b) * w.K + g % w.K) * gbytes]);
+      }
+    }
+}
+
 Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
   Weight w = shaped(fmt, out, inp);
   const int rows = w.G * GROUP, nb = w.nb, nsb = nb / BLOCKS_K;
@@ -184,31 +205,20 @@ Weight make_iq3(std::mt19937& rng, Fmt fmt, int out, int inp) {
         }
       }
     }
-  const int gbytes = block_bytes_of(fmt);
-  w.q.assign((size_t)w.G * nb * gbytes, 0);
-  w.d.assign((size_t)w.G * nsb * GROUP, 0);
-  for (int g = 0; g < w.G; ++g)
-    for (int row = 0; row < GROUP; ++row) {
-      const int o = g * GROUP + row;
-      if (o >= out) continue;  // (padding rows: zero bytes, zero d)
-      for (int b = 0; b < nb; ++b) {
-        const uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)(b / BLOCKS_K) * sbytes];
-        const int c = b % BLOCKS_K;
-        if (c == 0) w.d[(((size_t)(g / w.K) * nsb + b / BLOCKS_K) * w.K + g % w.K) * GROUP + row] = (uint16_t)(p[0] | p[1] << 8);
-        uint8_t* dst = &w.q[(((size_t)(g / w.K) * nb + b) * w.K + g % w.K) * gbytes];
-        for (int k = 0; k < 8; ++k) dst[8 * k + row] = p[2 + 8 * c + k];
-        if (xxs) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
-          uint32_t aux, word = 0;
-          std::memcpy(&aux, p + 66 + 4 * c, 4);
-          for (int l = 0; l < 4; ++l) word |= ((aux >> (7 * l)) & 127) << (8 * l) | ((aux >> (28 + l)) & 1) << (8 * l + 7);
-          std::memcpy(dst + 64 + 4 * row, &word, 4);
-        } else {
-          dst[64 + row] = p[66 + c];
-          std::memcpy(dst + 72 + 4 * row, p + 74 + 4 * c, 4);
-          dst[104 + row / 2] |= (uint8_t)(((p[106 + c / 2] >> (4 * (c & 1))) & 15) << (4 * (row & 1)));
-        }
-      }
+  relay_grid(w, nsb, sbytes, [&](const uint8_t* p, int c, int row, uint16_t& d, uint8_t* dst) {
+    if (c == 0) d = (uint16_t)(p[0] | p[1] << 8);
+    for (int k = 0; k < 8; ++k) dst[8 * k + row] = p[2 + 8 * c + k];
+    if (xxs) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
+      uint32_t aux, word = 0;
+      std::memcpy(&aux, p + 66 + 4 * c, 4);
+      for (int l = 0; l < 4; ++l) word |= ((aux >> (7 * l)) & 127) << (8 * l) | ((aux >> (28 + l)) & 1) << (8 * l + 7);
+      std::memcpy(dst + 64 + 4 * row, &word, 4);
+    } else {
+      dst[64 + row] = p[66 + c];
+      std::memcpy(dst + 72 + 4 * row, p + 74 + 4 * c, 4);
+      dst[104 + row / 2] |= (uint8_t)(((p[106 + c / 2] >> (4 * (c & 1))) & 15) << (4 * (row & 1)));
     }
+  });
   w.m.assign(1, 0);
   return w;
 }
@@ -293,48 +303,37 @@ Weight make_iq12(std::mt19937& rng, Fmt fmt, int out, int inp) {
         }
       }
     }
-  const int gbytes = block_bytes_of(fmt);
-  w.q.assign((size_t)w.G * nb * gbytes, 0);
-  w.d.assign((size_t)w.G * nsb * GROUP, 0);
-  for (int g = 0; g < w.G; ++g)
-    for (int row = 0; row < GROUP; ++row) {
-      const int o = g * GROUP + row;
-      if (o >= out) continue;  // (padding rows: zero bytes, zero d)
-      for (int b = 0; b < nb; ++b) {
-        const uint8_t* p = &w.gguf[(size_t)o * w.row_bytes + (size_t)(b / BLOCKS_K) * sbytes];
-        const int c = b % BLOCKS_K;
-        if (c == 0) w.d[(((size_t)(g / w.K) * nsb + b / BLOCKS_K) * w.K + g % w.K) * GROUP + row] = iq12_d(fmt, p);
-        uint8_t* dst = &w.q[(((size_t)(g / w.K) * nb + b) * w.K + g % w.K) * gbytes];
-        if (fmt == Fmt::IQ2_XXS) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
-          uint32_t aux1, word = 0;
-          std::memcpy(&aux1, p + 6 + 8 * c, 4);
-          for (int l = 0; l < 4; ++l) {
-            dst[8 * l + row] = p[2 + 8 * c + l];
-            word |= ((aux1 >> (7 * l)) & 127) << (8 * l) | ((aux1 >> (28 + l)) & 1) << (8 * l + 7);
-          }
-          std::memcpy(dst + 32 + 4 * row, &word, 4);
-        } else if (fmt == Fmt::IQ2_XS) {  // byte l = sign index l, and index l's 9th bit at its bit 7
-          for (int l = 0; l < 4; ++l) {
-            uint16_t v;
-            std::memcpy(&v, p + 2 + 8 * c + 2 * l, 2);
-            dst[8 * l + row] = (uint8_t)(v & 255);
-            dst[32 + 4 * row + l] = (uint8_t)((v >> 9) | ((v >> 8) & 1) << 7);
-          }
-          dst[64 + row] = p[66 + c];
-        } else if (fmt == Fmt::IQ2_S) {
-          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l], dst[32 + 4 * row + l] = p[34 + 4 * c + l];
-          dst[64 + row] = p[66 + c], dst[72 + row] = p[74 + c];
-        } else if (fmt == Fmt::IQ1_S) {
-          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l];
-          dst[32 + 2 * row] = p[34 + 2 * c], dst[33 + 2 * row] = p[35 + 2 * c];
-        } else {  // IQ1_M: 6 bits of ls a row at bit 6 (row % 4) of the 24 bits at 32 + 3 (row / 4)
-          for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[4 * c + l];
-          dst[38 + 2 * row] = p[32 + 2 * c], dst[39 + 2 * row] = p[33 + 2 * c];
-          const uint32_t ls = (uint32_t)(((p[48 + 2 * (c / 2)] | p[49 + 2 * (c / 2)] << 8) >> (6 * (c % 2))) & 63) << (6 * (row % 4));
-          for (int k = 0; k < 3; ++k) dst[32 + 3 * (row / 4) + k] |= (uint8_t)(ls >> (8 * k));
-        }
+  relay_grid(w, nsb, sbytes, [&](const uint8_t* p, int c, int row, uint16_t& d, uint8_t* dst) {
+    if (c == 0) d = iq12_d(fmt, p);
+    if (fmt == Fmt::IQ2_XXS) {  // the sign word: byte l = sign index l, and bit l of ls at its bit 7
+      uint32_t aux1, word = 0;
+      std::memcpy(&aux1, p + 6 + 8 * c, 4);
+      for (int l = 0; l < 4; ++l) {
+        dst[8 * l + row] = p[2 + 8 * c + l];
+        word |= ((aux1 >> (7 * l)) & 127) << (8 * l) | ((aux1 >> (28 + l)) & 1) << (8 * l + 7);
       }
+      std::memcpy(dst + 32 + 4 * row, &word, 4);
+    } else if (fmt == Fmt::IQ2_XS) {  // byte l = sign index l, and index l's 9th bit at its bit 7
+      for (int l = 0; l < 4; ++l) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 + 8 * c + 2 * l, 2);
+        dst[8 * l + row] = (uint8_t)(v & 255);
+        dst[32 + 4 * row + l] = (uint8_t)((v >> 9) | ((v >> 8) & 1) << 7);
+      }
+      dst[64 + row] = p[66 + c];
+    } else if (fmt == Fmt::IQ2_S) {
+      for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l], dst[32 + 4 * row + l] = p[34 + 4 * c + l];
+      dst[64 + row] = p[66 + c], dst[72 + row] = p[74 + c];
+    } else if (fmt == Fmt::IQ1_S) {
+      for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[2 + 4 * c + l];
+      dst[32 + 2 * row] = p[34 + 2 * c], dst[33 + 2 * row] = p[35 + 2 * c];
+    } else {  // IQ1_M: 6 bits of ls a row at bit 6 (row % 4) of the 24 bits at 32 + 3 (row / 4)
+      for (int l = 0; l < 4; ++l) dst[8 * l + row] = p[4 * c + l];
+      dst[38 + 2 * row] = p[32 + 2 * c], dst[39 + 2 * row] = p[33 + 2 * c];
+      const uint32_t ls = (uint32_t)(((p[48 + 2 * (c / 2)] | p[49 + 2 * (c / 2)] << 8) >> (6 * (c % 2))) & 63) << (6 * (row % 4));
+      for (int k = 0; k < 3; ++k) dst[32 + 3 * (row / 4) + k] |= (uint8_t)(ls >> (8 * k));
     }
+  });
   w.m.assign(1, 0);
   return w;
 }
