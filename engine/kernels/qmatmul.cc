@@ -139,6 +139,11 @@ PW_INLINE float hsum8(__m256 v) {
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// Attention also in 512-bit registers where a step's lanes are independent (two keys' or 16
+// values' sums side by side): each lane's arithmetic is the 8-lane code's, so the bits are too.
+#define PW_ATT512 1
+#endif
 #elif defined(PW_NEON)
 #define PW_VEC8 1
 struct vf8 {
@@ -4117,12 +4122,28 @@ struct CacheSrc {
       return v8_mul(v8_from_i8((const int8_t*)r.p + i), v8_set1(r.s[(off % QK + i) / QK]));
     }
   }
+#if defined(PW_ATT512)
+  __m512 at16(const Row& r, int i) const {  // at()'s values i .. i + 16 (i and off multiples of 16)
+    if (r.f) return _mm512_loadu_ps(r.f + i);
+    if constexpr (T == KV::F32) {
+      return _mm512_loadu_ps((const float*)r.p + i);
+    } else if constexpr (T == KV::BF16) {
+      return _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)((const uint16_t*)r.p + i))), 16));
+    } else {
+      const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)((const int8_t*)r.p + i))));
+      return _mm512_mul_ps(v, _mm512_set1_ps(r.s[(off % QK + i) / QK]));
+    }
+  }
+#endif
   // Rows kv_dim apart defeat the hardware prefetcher: ask for a key (and its value) ahead of use.
-  void prefetch(int j) const {
-    const Row k = krow(j), v = vrow(j);
-    if (!k.p) return;
-    for (size_t b = 0; b < span; b += 64) PW_PREFETCH(k.p + b), PW_PREFETCH(v.p + b);
-    if (T == KV::I8) PW_PREFETCH(k.s), PW_PREFETCH(v.s);
+  void prefetch(int j) const { prefetch_k(j), prefetch_v(j); }
+  void prefetch_k(int j) const { ask(krow(j)); }
+  void prefetch_v(int j) const { ask(vrow(j)); }
+  void ask(const Row& r) const {
+    if (!r.p) return;
+    for (size_t b = 0; b < span; b += 64) PW_PREFETCH(r.p + b);
+    if (T == KV::I8) PW_PREFETCH(r.s);
   }
   size_t span;  // bytes of each row to prefetch from the head's first value (a run of heads)
 };
@@ -4274,81 +4295,156 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
   }
 }
 
+#if defined(PW_ATT512)
+// (GCC 12's -Wmaybe-uninitialized on its own 512-bit intrinsics, as at tile512: popped after attend_rows)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Two keys' 8-lane accumulators in one 512-bit register (lanes 0-7 and 8-15): the same lane
+// arithmetic as two 256-bit ones at half the instructions.
+PW_INLINE __m512 two_rows(const float* a, const float* b) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(b), 1);
+}
+// hsum8 of both halves of 8 registers at once, each sum added in hsum8's order (lanes i and
+// i + 4, then i and i + 2, then the two halves): lane 4j + m is half j & 1 of register 2m + j / 2.
+PW_INLINE __m512 hsum8_halves(const __m512* a) {
+  __m512 t[4], w[2];
+  for (int m = 0; m < 4; ++m)  // 128-bit lane j: half j & 1 of register 2m + j / 2, i and i + 4
+    t[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int m = 0; m < 2; ++m)  // i and i + 2
+    w[m] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * m], t[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t[2 * m], t[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
+// Floats of keys (or values) attend_rows converts at a time: 16 KB, which stays in L1.
+constexpr int BLOCK_FLOATS = 4096;
+
 // A block's rows and their group's query heads at once, over the keys any of them sees (U: order
-// positions in stream order; vis[r * nU + u]: row r sees U[u]), from the shared f32 copy (K, V
-// indexed by order position). Each key's values are loaded once per tile of (row, head) pairs
-// instead of once per pair: re-reading the copy from L2 for every pair bounded an 8-row verify
-// (its attention took 20 of its 31 ms at 928 slots). Per pair the arithmetic is attend_head's
-// exactly: each score an fma chain over the head then hsum8, the softmax over the row's own keys
-// in order, the value sums over them in order. S: P rows of nU scratch floats.
-void attend_rows(const float* K, const float* V, const int* U, int nU, const uint8_t* vis, int R, int G, int hd,
-                 const bool* sink, const int32_t* ord, const float* qw, const float* qs, int H, int h0, int c0,
-                 float scale, float* S, float* e, float* sums, float* out) {
+// positions in stream order; vis[r * nU + u]: row r sees U[u]; lead_in[r]: n where row r sees
+// U[0 .. n) and nothing after, as a causal row does, else -1). The group's KV head comes in
+// blocks of keys, converted to f32 by fill(values, u0, n, dst) (keys U[u0 .. u0 + n) into dst
+// [n][hd], 16 KB: L1) and used there by every (row, head) pair of the block. A prefill chunk's
+// attention had first copied every head's keys and values to f32 (34 MB at 2,048 keys at the
+// SmolLM2-1.7B shape) and read them back from DRAM once per 8-row block. One layer, 64 rows,
+// 32 heads, 2 threads (-O3): 2,048 visible keys 18.7 -> 6.0 ms, 128 keys 1.35 -> 0.61 ms. Per
+// pair the arithmetic is attend_head's exactly: each score an fma chain over the head then
+// hsum8, the softmax over the row's own keys in order, the value sums over them in order
+// (carried in acc [P][hd] from one block of keys to the next). S: P rows of nU scratch floats.
+template <class Fill>
+void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, const int* lead_in, int R, int G, int hd,
+                 const bool* sink,
+                 const int32_t* ord, const float* qw, const float* qs, int H, int h0, int c0, float scale, float* S,
+                 float* e, float* sums, float* blk, float* acc_mem, float* out) {
   const int P = R * G;
   auto off = [&](int p) { return ((size_t)(c0 + p / G) * H + h0 + p % G) * hd; };
+  if (nU == 0) {  // rows that see no key
+    for (int p = 0; p < P; ++p) std::fill(out + off(p), out + off(p) + hd, 0.f);
+    return;
+  }
 #if defined(PW_NEON)
   constexpr int TP = 4, KB = 3;  // 12 accumulators (24 registers)
 #else
   constexpr int TP = 8, KB = 3;  // 24 accumulators
 #endif
-  for (int p0 = 0; p0 < P; p0 += TP) {
-    const float *qwp[TP], *qsp[TP];
-    for (int t = 0; t < TP; ++t) {  // past the last pair: a copy of it, computed and dropped
-      const size_t at = off(std::min(p0 + t, P - 1));
-      qwp[t] = qw + at, qsp[t] = qs + at;
-    }
-    int u = 0;
-    for (; u + KB <= nU; u += KB) {
-      const float* kr[KB];
-      bool sk[KB], any = false;
-      for (int b = 0; b < KB; ++b) {
-        const int j = U[u + b];
-        kr[b] = K + (size_t)j * hd, sk[b] = sink[ord[j]], any |= sk[b];
+  const int KBLK = std::max(KB, BLOCK_FLOATS / hd / KB * KB);  // keys a block of scores
+  for (int u0 = 0; u0 < nU; u0 += KBLK) {
+    const int nb = std::min(KBLK, nU - u0);
+    fill(false, u0, nb, blk);
+    for (int p0 = 0; p0 < P; p0 += TP) {
+      const float *qwp[TP], *qsp[TP];
+      for (int t = 0; t < TP; ++t) {  // past the last pair: a copy of it, computed and dropped
+        const size_t at = off(std::min(p0 + t, P - 1));
+        qwp[t] = qw + at, qsp[t] = qs + at;
       }
-      vf8 acc[TP][KB];
-      for (int t = 0; t < TP; ++t)
-        for (int b = 0; b < KB; ++b) acc[t][b] = v8_zero();
-      for (int i = 0; i < hd; i += 8) {
-        vf8 kv[KB];
-        for (int b = 0; b < KB; ++b) kv[b] = v8_load(kr[b] + i);
-        for (int t = 0; t < TP; ++t) {
-          if (!any) {
-            const vf8 q = v8_load(qwp[t] + i);
-            for (int b = 0; b < KB; ++b) acc[t][b] = v8_fma(q, kv[b], acc[t][b]);
-          } else {
-            for (int b = 0; b < KB; ++b)
-              acc[t][b] = v8_fma(v8_load((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+      float* sp = S + (size_t)p0 * nU + u0;
+      auto triple = [&](int u) {  // keys u .. u + KB of the block against the TP pairs
+        const float* kr[KB];
+        bool sk[KB], any = false;
+        for (int b = 0; b < KB; ++b) kr[b] = blk + (size_t)(u + b) * hd, sk[b] = sink[ord[U[u0 + u + b]]], any |= sk[b];
+        vf8 acc[TP][KB];
+        for (int t = 0; t < TP; ++t)
+          for (int b = 0; b < KB; ++b) acc[t][b] = v8_zero();
+        for (int i = 0; i < hd; i += 8) {
+          vf8 kv[KB];
+          for (int b = 0; b < KB; ++b) kv[b] = v8_load(kr[b] + i);
+          for (int t = 0; t < TP; ++t) {
+            if (!any) {
+              const vf8 q = v8_load(qwp[t] + i);
+              for (int b = 0; b < KB; ++b) acc[t][b] = v8_fma(q, kv[b], acc[t][b]);
+            } else {
+              for (int b = 0; b < KB; ++b)
+                acc[t][b] = v8_fma(v8_load((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+            }
           }
         }
+        for (int t = 0; t < TP && p0 + t < P; ++t)
+          for (int b = 0; b < KB; ++b) sp[(size_t)t * nU + u + b] = hsum8(acc[t][b]);
+      };
+      int u = 0;
+#if defined(PW_ATT512)
+      // six keys at a time in 512-bit registers, two keys a register (the sink keys' groups,
+      // which take each key's own query, as above)
+      for (; u + 6 <= nb; u += 6) {
+        bool any = false;
+        for (int b = 0; b < 6; ++b) any |= sink[ord[U[u0 + u + b]]];
+        if (any) {
+          triple(u), triple(u + 3);
+          continue;
+        }
+        // hsum8_halves' sum 4j + m is pair 2m + j / 2's score of key j & 1: to 2t + k for pair t, key k
+        const __m512i by_pair = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        __m512 acc[3][TP];
+        for (int b = 0; b < 3; ++b)
+          for (int t = 0; t < TP; ++t) acc[b][t] = _mm512_setzero_ps();
+        const float* kr = blk + (size_t)u * hd;
+        for (int i = 0; i < hd; i += 8) {
+          __m512 kv[3];
+          for (int b = 0; b < 3; ++b) kv[b] = two_rows(kr + (size_t)(2 * b) * hd + i, kr + (size_t)(2 * b + 1) * hd + i);
+          for (int t = 0; t < TP; ++t) {
+            const __m512 q = _mm512_broadcast_f32x8(_mm256_loadu_ps(qwp[t] + i));
+            for (int b = 0; b < 3; ++b) acc[b][t] = _mm512_fmadd_ps(q, kv[b], acc[b][t]);
+          }
+        }
+        for (int b = 0; b < 3; ++b) {  // pair t's scores of keys 2b and 2b + 1, side by side
+          alignas(64) float f[16];
+          _mm512_store_ps(f, _mm512_permutexvar_ps(by_pair, hsum8_halves(acc[b])));
+          for (int t = 0; t < TP && p0 + t < P; ++t) std::memcpy(sp + (size_t)t * nU + u + 2 * b, f + 2 * t, 8);
+        }
       }
-      for (int t = 0; t < TP && p0 + t < P; ++t)
-        for (int b = 0; b < KB; ++b) S[(size_t)(p0 + t) * nU + u + b] = hsum8(acc[t][b]);
-    }
-    for (; u < nU; ++u) {
-      const int j = U[u];
-      const float* kr = K + (size_t)j * hd;
-      const bool sk = sink[ord[j]];
-      vf8 acc[TP];
-      for (int t = 0; t < TP; ++t) acc[t] = v8_zero();
-      for (int i = 0; i < hd; i += 8) {
-        const vf8 kv = v8_load(kr + i);
-        for (int t = 0; t < TP; ++t) acc[t] = v8_fma(v8_load((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
+#endif
+      for (; u + KB <= nb; u += KB) triple(u);
+      for (; u < nb; ++u) {
+        const float* kr = blk + (size_t)u * hd;
+        const bool sk = sink[ord[U[u0 + u]]];
+        vf8 acc[TP];
+        for (int t = 0; t < TP; ++t) acc[t] = v8_zero();
+        for (int i = 0; i < hd; i += 8) {
+          const vf8 kv = v8_load(kr + i);
+          for (int t = 0; t < TP; ++t) acc[t] = v8_fma(v8_load((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
+        }
+        for (int t = 0; t < TP && p0 + t < P; ++t) sp[(size_t)t * nU + u] = hsum8(acc[t]);
       }
-      for (int t = 0; t < TP && p0 + t < P; ++t) S[(size_t)(p0 + t) * nU + u] = hsum8(acc[t]);
     }
   }
   for (int p = 0; p < P; ++p) {  // softmax over the row's own keys, in order; 0 for the others
     float* sp = S + (size_t)p * nU;
     const uint8_t* vr = vis + (size_t)(p / G) * nU;
-    const bool full = std::find(vr, vr + nU, 0) == vr + nU;  // the usual row: it sees them all
-    float* x = full ? sp : e;
-    int n = full ? nU : 0;
-    if (!full)
+    const int lead = lead_in[p / G];
+    float* x = lead >= 0 ? sp : e;
+    int n = lead >= 0 ? lead : 0;
+    if (lead < 0)
       for (int u = 0; u < nU; ++u)
         if (vr[u]) e[n++] = sp[u];
     const float sum = softmax_inplace(x, n, scale);
     sums[p] = n ? sum : 0.f;
-    if (!full)
+    if (lead >= 0)
+      std::fill(sp + lead, sp + nU, 0.f);
+    else
       for (int u = 0, k = 0; u < nU; ++u) sp[u] = vr[u] ? e[k++] : 0.f;
   }
   // Values: a key a row does not see has weight exactly 0 in S, and fma(0, v, acc) is acc for a
@@ -4359,54 +4455,119 @@ void attend_rows(const float* K, const float* V, const int* U, int nU, const uin
 #else
   constexpr int TV = 4, VD = 4;  // 16 accumulators: 4 pairs x 32 values of the head
 #endif
-  for (int p0 = 0; p0 < P; p0 += TV) {
-    const int np = std::min(TV, P - p0);
-    const float* sp[TV];
-    for (int t = 0; t < TV; ++t) sp[t] = S + (size_t)std::min(p0 + t, P - 1) * nU;
-    for (int d = 0; d < hd; d += 8 * VD) {
-      const int nvd = std::min(VD, (hd - d) / 8);
-      vf8 acc[TV][VD];
-      for (int t = 0; t < TV; ++t)
-        for (int c = 0; c < VD; ++c) acc[t][c] = v8_zero();
-      for (int u = 0; u < nU; ++u) {
-        const float* vrow = V + (size_t)U[u] * hd + d;
-        vf8 v[VD];
-        for (int c = 0; c < VD; ++c) v[c] = c < nvd ? v8_load(vrow + 8 * c) : v8_zero();
-        for (int t = 0; t < TV; ++t) {
-          const vf8 pk = v8_set1(sp[t][u]);
-          for (int c = 0; c < VD; ++c) acc[t][c] = v8_fma(pk, v[c], acc[t][c]);
+  const int VBLK = std::max(1, BLOCK_FLOATS / hd);
+  for (int u0 = 0; u0 < nU; u0 += VBLK) {
+    const int nb = std::min(VBLK, nU - u0);
+    const bool first = u0 == 0, last = u0 + nb == nU;
+    fill(true, u0, nb, blk);
+#if defined(PW_ATT512)
+    if (hd % 64 == 0) {  // 64 values of the head in four 512-bit registers: each lane's sum as above
+      constexpr int TZ = 6;
+      for (int p0 = 0; p0 < P; p0 += TZ) {
+        const int np = std::min(TZ, P - p0);
+        const float* sp[TZ];
+        float* am[TZ];
+        for (int t = 0; t < TZ; ++t) {
+          const int p = std::min(p0 + t, P - 1);
+          sp[t] = S + (size_t)p * nU + u0, am[t] = acc_mem + (size_t)p * hd;
+        }
+        for (int d = 0; d < hd; d += 64) {
+          __m512 acc[TZ][4];
+          for (int t = 0; t < TZ; ++t)
+            for (int c = 0; c < 4; ++c) acc[t][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(am[t] + d + 16 * c);
+          for (int u = 0; u < nb; ++u) {
+            const float* vrow = blk + (size_t)u * hd + d;
+            __m512 v[4];
+            for (int c = 0; c < 4; ++c) v[c] = _mm512_loadu_ps(vrow + 16 * c);
+            for (int t = 0; t < TZ; ++t) {
+              const __m512 pk = _mm512_set1_ps(sp[t][u]);
+              for (int c = 0; c < 4; ++c) acc[t][c] = _mm512_fmadd_ps(pk, v[c], acc[t][c]);
+            }
+          }
+          for (int t = 0; t < np; ++t) {
+            const int p = p0 + t;
+            if (!last) {
+              for (int c = 0; c < 4; ++c) _mm512_storeu_ps(am[t] + d + 16 * c, acc[t][c]);
+              continue;
+            }
+            float* dst = out + off(p) + d;
+            if (sums[p] == 0.f) {  // a row that sees no key
+              std::fill(dst, dst + 64, 0.f);
+              continue;
+            }
+            const __m512 inv = _mm512_set1_ps(1.f / sums[p]);
+            for (int c = 0; c < 4; ++c) _mm512_storeu_ps(dst + 16 * c, _mm512_mul_ps(acc[t][c], inv));
+          }
         }
       }
-      for (int t = 0; t < np; ++t) {
-        const int p = p0 + t;
-        float* dst = out + off(p) + d;
-        if (sums[p] == 0.f) {  // a row that sees no key
-          std::fill(dst, dst + 8 * nvd, 0.f);
-          continue;
+      continue;
+    }
+#endif
+    for (int p0 = 0; p0 < P; p0 += TV) {
+      const int np = std::min(TV, P - p0);
+      const float* sp[TV];
+      float* am[TV];
+      for (int t = 0; t < TV; ++t) {
+        const int p = std::min(p0 + t, P - 1);
+        sp[t] = S + (size_t)p * nU + u0, am[t] = acc_mem + (size_t)p * hd;
+      }
+      for (int d = 0; d < hd; d += 8 * VD) {
+        const int nvd = std::min(VD, (hd - d) / 8);
+        vf8 acc[TV][VD];
+        for (int t = 0; t < TV; ++t)
+          for (int c = 0; c < VD; ++c) acc[t][c] = first || c >= nvd ? v8_zero() : v8_load(am[t] + d + 8 * c);
+        for (int u = 0; u < nb; ++u) {
+          const float* vrow = blk + (size_t)u * hd + d;
+          vf8 v[VD];
+          for (int c = 0; c < VD; ++c) v[c] = c < nvd ? v8_load(vrow + 8 * c) : v8_zero();
+          for (int t = 0; t < TV; ++t) {
+            const vf8 pk = v8_set1(sp[t][u]);
+            for (int c = 0; c < VD; ++c) acc[t][c] = v8_fma(pk, v[c], acc[t][c]);
+          }
         }
-        const vf8 inv = v8_set1(1.f / sums[p]);
-        for (int c = 0; c < nvd; ++c) v8_store(dst + 8 * c, v8_mul(acc[t][c], inv));
+        for (int t = 0; t < np; ++t) {
+          const int p = p0 + t;
+          if (!last) {
+            for (int c = 0; c < nvd; ++c) v8_store(am[t] + d + 8 * c, acc[t][c]);
+            continue;
+          }
+          float* dst = out + off(p) + d;
+          if (sums[p] == 0.f) {  // a row that sees no key
+            std::fill(dst, dst + 8 * nvd, 0.f);
+            continue;
+          }
+          const vf8 inv = v8_set1(1.f / sums[p]);
+          for (int c = 0; c < nvd; ++c) v8_store(dst + 8 * c, v8_mul(acc[t][c], inv));
+        }
       }
     }
   }
 }
 
-// A decode step over a run of nh adjacent KV heads (G query heads each), keys in the outer loop.
-// attend_group walks one head's keys at a time, and a head's values are 64-256 bytes of a
-// kv_dim-wide row: with long rows (SmolLM2-1.7B: 32 KV heads, 2 KB a row) those reads stride
-// through DRAM, which serves them at a fraction of its speed (an in-step decode attention took
-// 142 us a layer). Here each key's run of heads is one contiguous read, in stream order, and the
-// value sums live in memory (acc: nh * G * hd floats). Per head and key the arithmetic is
-// attend_head's exactly (the same fma chain over the head and hsum8, the softmax, each value
-// lane's fma in key order), so a row's result does not depend on which path computed it.
+#if defined(PW_ATT512) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// A decode step with long cache rows (SmolLM2-1.7B: 32 KV heads, 2 KB a row) in two passes.
+// The scores first, split by keys: a task takes a range of keys and every head of each, so it
+// reads whole rows in stream order, one contiguous run of the cache that the hardware
+// prefetcher follows. (A task per run of heads had read 512 bytes of every 2 KB row.) Then each
+// run of nh adjacent KV heads (G query heads each) takes its softmax and its value sums, keys
+// in order (in 512-bit registers where they fit, else in memory: acc, nh * G * hd floats). At
+// 1,000 keys, 32 KV heads of 64, the cache out of the CPU's caches, 2 threads: 670 -> 315 us a
+// layer (a SmolLM2-1.7B decode step with 1,000 tokens cached: 53-57 -> 38-43 ms). Per head and
+// key the arithmetic is attend_head's exactly (the same fma chain over the head and hsum8, the
+// softmax, each value lane's fma in key order), so a row's result does not depend on which
+// path computed it.
+//
+// run_scores: the scores of keys [j0, j1) for nh adjacent KV heads, sc[(e * G + h) * N + j].
 template <int G, class Src>
-void attend_run(const Src& src, int nh, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
-                const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* acc, float* dst) {
-  const int P = nh * G;  // query heads of the run, head p = e * G + h at q + p * hd
+void run_scores(const Src& src, int nh, const int* keys, int j0, int j1, int N, const bool* sink, const int32_t* ord,
+                const float* q_win, const float* q_snk, int hd, float* sc) {
   constexpr int AHEAD = 8;
-  for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch(keys[u]);
-  for (int j = 0; j < n; ++j) {
-    if (j + AHEAD < n) src.prefetch(keys[j + AHEAD]);
+  for (int u = j0; u < j0 + AHEAD && u < j1; ++u) src.prefetch_k(keys[u]);
+  for (int j = j0; j < j1; ++j) {
+    if (j + AHEAD < j1) src.prefetch_k(keys[j + AHEAD]);
     const typename Src::Row r = src.krow(keys[j]);
     const float* q = sink[ord[keys[j]]] ? q_snk : q_win;
     for (int e = 0; e < nh; ++e) {
@@ -4419,13 +4580,84 @@ void attend_run(const Src& src, int nh, const int* keys, int n, int N, const boo
       for (int h = 0; h < G; ++h) sc[(size_t)(e * G + h) * N + j] = hsum8(a[h]);
     }
   }
+}
+
+// The softmax of a run's P = nh * G score rows (sc as run_scores left them) and its outputs.
+#if defined(PW_ATT512)
+// run_values' sums for NE KV heads from e0 (Z 512-bit registers a head: hd = 16 Z) in registers,
+// over keys [j0, j1) in order, carried in accm between blocks of keys: each lane's fma chain is
+// the 8-lane code's (the sums in memory took a load and a store per fma, most of a long decode
+// step's attention).
+template <int G, int Z, int NE, class Src>
+void values_pass(const Src& src, int e0, const int* keys, int j0, int j1, int n, int N, const float* sc,
+                 const float* inv, float* accm, float* dst) {
+  constexpr int hd = 16 * Z, A = NE * G * Z;
+  __m512 acc[A];
+  for (int a = 0; a < A; ++a) acc[a] = j0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(accm + (size_t)e0 * G * hd + 16 * a);
+  constexpr int AHEAD = 8;
+  for (int j = j0; j < j1; ++j) {
+    if (j + AHEAD < j1) src.prefetch_v(keys[j + AHEAD]);
+    const typename Src::Row r = src.vrow(keys[j]);
+    for (int e = 0; e < NE; ++e) {
+      __m512 p[G];
+      for (int h = 0; h < G; ++h) p[h] = _mm512_set1_ps(sc[(size_t)((e0 + e) * G + h) * N + j]);
+      for (int c = 0; c < Z; ++c) {
+        const __m512 v = src.at16(r, (e0 + e) * hd + 16 * c);
+        for (int h = 0; h < G; ++h) acc[(e * G + h) * Z + c] = _mm512_fmadd_ps(p[h], v, acc[(e * G + h) * Z + c]);
+      }
+    }
+  }
+  if (j1 < n) {
+    for (int a = 0; a < A; ++a) _mm512_storeu_ps(accm + (size_t)e0 * G * hd + 16 * a, acc[a]);
+    return;
+  }
+  for (int e = 0; e < NE; ++e)
+    for (int h = 0; h < G; ++h) {
+      const int q = (e0 + e) * G + h;
+      const __m512 iv = _mm512_set1_ps(inv[q]);
+      for (int c = 0; c < Z; ++c)
+        _mm512_storeu_ps(dst + (size_t)q * hd + 16 * c, _mm512_mul_ps(acc[(e * G + h) * Z + c], iv));
+    }
+}
+// values_pass over a run of nh KV heads, a block of keys at a time (read from memory by the
+// first pass over it, from the CPU's caches by the next), as many heads a pass as 16-24
+// registers hold; false where one head's G * Z registers do not fit.
+template <int G, int Z, class Src>
+bool values512(const Src& src, int nh, const int* keys, int n, int N, const float* sc, const float* inv, float* accm,
+               float* dst) {
+  if constexpr (G * Z > 24) {
+    return false;
+  } else {
+    constexpr int NE = 4 * G * Z <= 24 ? 4 : 2 * G * Z <= 24 ? 2 : 1, KEYS = 64;
+    for (int j0 = 0; j0 < n; j0 += KEYS) {
+      const int j1 = std::min(n, j0 + KEYS);
+      int e0 = 0;
+      for (; e0 + NE <= nh; e0 += NE) values_pass<G, Z, NE>(src, e0, keys, j0, j1, n, N, sc, inv, accm, dst);
+      for (; e0 < nh; ++e0) values_pass<G, Z, 1>(src, e0, keys, j0, j1, n, N, sc, inv, accm, dst);
+    }
+    return true;
+  }
+}
+#endif
+
+template <int G, class Src>
+void run_values(const Src& src, int nh, const int* keys, int n, int N, float* sc, float scale, int hd, float* acc,
+                float* dst) {
+  const int P = nh * G;  // query heads of the run, head p = e * G + h at dst + p * hd
   thread_local std::vector<float> inv;
   inv.resize(P);
   for (int p = 0; p < P; ++p) inv[p] = 1.f / softmax_inplace(sc + (size_t)p * N, n, scale);
+#if defined(PW_ATT512)
+  if ((hd == 64 && values512<G, 4>(src, nh, keys, n, N, sc, inv.data(), acc, dst)) ||
+      (hd == 128 && values512<G, 8>(src, nh, keys, n, N, sc, inv.data(), acc, dst)) ||
+      (hd == 256 && values512<G, 16>(src, nh, keys, n, N, sc, inv.data(), acc, dst)))
+    return;
+#endif
   std::fill(acc, acc + (size_t)P * hd, 0.f);
-  for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch(keys[u]);
+  constexpr int AHEAD = 8;
+  for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch_v(keys[u]);
   for (int j = 0; j < n; ++j) {
-    if (j + AHEAD < n) src.prefetch(keys[j + AHEAD]);
+    if (j + AHEAD < n) src.prefetch_v(keys[j + AHEAD]);
     const typename Src::Row r = src.vrow(keys[j]);
     for (int e = 0; e < nh; ++e)
       for (int i = 0; i < hd; i += 8) {
@@ -4443,13 +4675,25 @@ void attend_run(const Src& src, int nh, const int* keys, int n, int N, const boo
   }
 }
 
-// attend_run for the group sizes attend_group_any compiles (the caller checks G is one).
+// run_scores and run_values for the group sizes attend_group_any compiles (the caller checks G
+// is one).
 template <class Src>
-void attend_run_any(int G, const Src& src, int nh, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
-                    const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* acc, float* dst) {
+void run_scores_any(int G, const Src& src, int nh, const int* keys, int j0, int j1, int N, const bool* sink,
+                    const int32_t* ord, const float* q_win, const float* q_snk, int hd, float* sc) {
   switch (G) {
 #define PW_RUN(g) \
-  case g: attend_run<g>(src, nh, keys, n, N, sink, ord, q_win, q_snk, scale, hd, sc, acc, dst); return;
+  case g: run_scores<g>(src, nh, keys, j0, j1, N, sink, ord, q_win, q_snk, hd, sc); return;
+    PW_RUN(1) PW_RUN(2) PW_RUN(3) PW_RUN(4) PW_RUN(6) PW_RUN(8)
+#undef PW_RUN
+    default: return;
+  }
+}
+template <class Src>
+void run_values_any(int G, const Src& src, int nh, const int* keys, int n, int N, float* sc, float scale, int hd,
+                    float* acc, float* dst) {
+  switch (G) {
+#define PW_RUN(g) \
+  case g: run_values<g>(src, nh, keys, n, N, sc, scale, hd, acc, dst); return;
     PW_RUN(1) PW_RUN(2) PW_RUN(3) PW_RUN(4) PW_RUN(6) PW_RUN(8)
 #undef PW_RUN
     default: return;
@@ -4486,7 +4730,7 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
 #if defined(PW_VEC8)
   if (C == 1 && hd % 8 == 0) {
     // A decode step reads the cache in place (a shared dequantized copy would be written and
-    // read once for nothing): runs of KV heads with their query heads together (attend_run,
+    // read once for nothing): runs of KV heads with their query heads together (run_values,
     // attend_group), or one query head a task for a group size without a compiled variant.
     std::vector<int> keys;
     for (int j = 0; j < N; ++j)
@@ -4501,25 +4745,33 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
     // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
     const int threads = std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap())) + 1;
-    // Long rows (32 KV heads of 64 int8 values: 2 KB): runs of heads, keys outer (attend_run),
-    // two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
+    // Long rows (32 KV heads of 64 int8 values: 2 KB): the scores by ranges of keys, then runs of
+    // heads, keys outer (run_scores, run_values), two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
     // head would stride again on a machine with many cores). Short rows are a few lines: one KV
     // head a task reads them well.
     const int participants = threads - 1;  // the caller and its helpers
     const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
     if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
+      thread_local std::vector<float> scores;  // [H][N], the caller's: both passes share it
+      if (scores.size() < (size_t)H * N) scores.resize((size_t)H * N);
+      float* sc = scores.data();
+      const int* kp = keys.data();
+      const int n_ranges = std::min(participants, std::max(1, n / 64));
+      parallel_for(pool_threads, n_ranges, [&](int t) {
+        const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, (size_t)kv_dim * CacheSrc<T>::es};
+        run_scores_any(G, all, KVH, kp, (int)((int64_t)n * t / n_ranges), (int)((int64_t)n * (t + 1) / n_ranges), N,
+                       sink, ord, qw, qs, hd, sc);
+      });
       const int per_task = std::max<int>({1, (KVH + 2 * participants - 1) / (2 * participants),
                                           (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
       parallel_for(pool_threads, (KVH + per_task - 1) / per_task, [&](int task) {
-        thread_local std::vector<float> sc, acc;
+        thread_local std::vector<float> acc;
         const int g0 = task * per_task, nh = std::min(KVH, g0 + per_task) - g0;
-        if (sc.size() < (size_t)nh * G * N) sc.resize((size_t)nh * G * N);
         if (acc.size() < (size_t)nh * G * hd) acc.resize((size_t)nh * G * hd);
         const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g0 * hd,
                               nh * head_bytes};
         const size_t q0 = (size_t)g0 * G * hd;
-        attend_run_any(G, src, nh, keys.data(), n, N, sink, ord, qw + q0, qs + q0, scale, hd,
-                       sc.data(), acc.data(), o + q0);
+        run_values_any(G, src, nh, kp, n, N, sc + (size_t)g0 * G * N, scale, hd, acc.data(), o + q0);
       });
       return;
     }
@@ -4541,18 +4793,6 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     return;
   }
 #endif
-  // First every key any row sees, dequantized once for all KV heads into head-major f32 copies
-  // (Kc[g][j]: KV head g of the key at order position j), in runs of keys: each cache row is
-  // read whole and in order. (A task per KV head read one head's 64 bytes every kv_dim bytes,
-  // strided through memory, and an 8-row verify spent as long copying as attending.)
-  // Scratch reused across calls: fresh buffers would be mmap'd and faulted in each time.
-  Scratch copy((size_t)2 * KVH * N * hd);
-  float *Kp = copy.data(), *Vp = Kp + (size_t)KVH * N * hd;
-  auto seen_by = [&](int c0, int c1, int key) {  // does any row of [c0, c1) see this key?
-    for (int c = c0; c < c1; ++c)
-      if (msk[(size_t)c * N + key]) return true;
-    return false;
-  };
   // The keys any row sees (by key, then their order positions in stream order), found once: the
   // cache's empty and faded slots are most of N early in a chat, and asking every row block of
   // every KV head about each of them (8 mask reads a slot) took half a prefill chunk's attention
@@ -4567,59 +4807,85 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   cand.clear();
   for (int j = 0; j < N; ++j)
     if (any[ord[j]]) cand.push_back(j);
-  const int n_cand = (int)cand.size();
-  const int* cands = cand.data();  // (the helpers' lambda must see this thread's list)
-  constexpr int KR = 64;
-  parallel_for(pool_threads, (n_cand + KR - 1) / KR, [&](int t) {
-    for (int i = t * KR; i < std::min(n_cand, t * KR + KR); ++i) {
-      const int j = cands[i], key = ord[j];
-      for (int g = 0; g < KVH; ++g) {
-        float *kd = Kp + ((size_t)g * N + j) * hd, *vd = Vp + ((size_t)g * N + j) * hd;
-        if (key < S) {
-          load_key<T>(kbase, ksb, key, g * hd, hd, kv_dim, kd);
-          load_key<T>(vbase, vsb, key, g * hd, hd, kv_dim, vd);
-        } else {
-          std::memcpy(kd, k_new + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
-          std::memcpy(vd, v_new + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
-        }
-      }
-    }
-  });
-  // Then one task per (KV head, block of up to 8 rows), from the copies.
-  constexpr int RB = 8;
+  // Tasks of (KV head, block of rows): a block as large as keeps its (row, head) pairs near 64
+  // (each key is converted once a task and used by all its pairs), but enough tasks for the
+  // threads. Each block's keys (U: those any of its rows sees) and which row sees which (vis)
+  // are found once for all the KV heads.
+  const int workers = std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap())) + 1;
+  int RB = std::max(8, 64 / G / 8 * 8);
+  while (RB > 8 && (int64_t)KVH * ((C + RB - 1) / RB) < 2 * workers) RB -= 8;
   const int n_blocks = (C + RB - 1) / RB;
-  parallel_for(pool_threads, n_blocks * KVH, [&](int task) {
-    const int g = task % KVH, c0 = task / KVH * RB, c1 = std::min(C, c0 + RB);
-    const float *K = Kp + (size_t)g * N * hd, *V = Vp + (size_t)g * N * hd;
-    thread_local std::vector<int> keys;
-    thread_local std::vector<float> sc;
-    if (sc.size() < (size_t)N) sc.resize(N);
-    auto visible = [&](int c) {  // order positions of the keys row c sees, in stream order
-      keys.clear();
-      for (int j = 0; j < N; ++j)
-        if (msk[(size_t)c * N + ord[j]]) keys.push_back(j);
-      return (int)keys.size();
-    };
-    thread_local std::vector<int> U;  // order positions of the keys any row of the block sees
+  thread_local std::vector<std::vector<int>> Ub;
+  thread_local std::vector<std::vector<uint8_t>> visb;
+  thread_local std::vector<std::vector<int>> leadb;
+  if ((int)Ub.size() < n_blocks) Ub.resize(n_blocks), visb.resize(n_blocks), leadb.resize(n_blocks);
+  for (int bk = 0; bk < n_blocks; ++bk) {
+    const int c0 = bk * RB, c1 = std::min(C, c0 + RB);
+    std::vector<int>& U = Ub[bk];
     U.clear();
-    for (int i = 0; i < n_cand; ++i)
-      if (seen_by(c0, c1, ord[cands[i]])) U.push_back(cands[i]);
+    for (int j : cand) {
+      const int key = ord[j];
+      for (int c = c0; c < c1; ++c)
+        if (msk[(size_t)c * N + key]) {
+          U.push_back(j);
+          break;
+        }
+    }
+    const int nU = (int)U.size();
+    std::vector<uint8_t>& vis = visb[bk];
+    vis.resize((size_t)(c1 - c0) * nU);
+    leadb[bk].resize(c1 - c0);
+    for (int r = 0; r < c1 - c0; ++r) {
+      uint8_t* vr = vis.data() + (size_t)r * nU;
+      for (int u = 0; u < nU; ++u) vr[u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
+      const int lead = (int)(std::find(vr, vr + nU, 0) - vr);
+      leadb[bk][r] = std::find(vr + lead, vr + nU, 1) == vr + nU ? lead : -1;
+    }
+  }
+  const std::vector<int>* Us = Ub.data();  // (the helpers' lambda must see this thread's lists)
+  const std::vector<uint8_t>* viss = visb.data();
+  [[maybe_unused]] const std::vector<int>* leads = leadb.data();
+  parallel_for(pool_threads, n_blocks * KVH, [&](int task) {
+    const int g = task % KVH, bk = task / KVH, c0 = bk * RB, c1 = std::min(C, c0 + RB), R = c1 - c0;
+    const int* U = Us[bk].data();
+    const int nU = (int)Us[bk].size();
+    const uint8_t* vis = viss[bk].data();
+    // keys U[u0 .. u0 + n) of KV head g, converted to f32 as load_key does, into dst [n][hd]
+    // (asking for the rows ahead, a line every kv_dim bytes, made it slower)
+    auto fill = [&](bool values, int u0, int n, float* dst) {
+      const char* base = values ? vbase : kbase;
+      for (int i = 0; i < n; ++i) {
+        const int key = ord[U[u0 + i]];
+        float* d = dst + (size_t)i * hd;
+        if (key < S)
+          load_key<T>(base, values ? vsb : ksb, key, g * hd, hd, kv_dim, d);
+        else
+          std::memcpy(d, (values ? v_new : k_new) + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+      }
+    };
 #if defined(PW_VEC8)
     if (hd % 8 == 0) {
-      const int R = c1 - c0, nU = (int)U.size(), P = R * G;
-      thread_local std::vector<uint8_t> vis;
-      thread_local std::vector<float> S, e, sums;
-      vis.resize((size_t)R * nU), S.resize((size_t)P * nU), sums.resize(P);
+      const int P = R * G;
+      thread_local std::vector<float> S_, e, sums, blk, acc;
+      S_.resize((size_t)P * nU), sums.resize(P), acc.resize((size_t)P * hd);
       if (e.size() < (size_t)nU) e.resize(nU);
-      for (int r = 0; r < R; ++r)
-        for (int u = 0; u < nU; ++u) vis[(size_t)r * nU + u] = msk[(size_t)(c0 + r) * N + ord[U[u]]];
-      attend_rows(K, V, U.data(), nU, vis.data(), R, G, hd, sink, ord, qw, qs,
-                  H, g * G, c0, scale, S.data(), e.data(), sums.data(), o);
+      if (blk.size() < (size_t)std::max(BLOCK_FLOATS, 3 * hd)) blk.resize(std::max(BLOCK_FLOATS, 3 * hd));
+      attend_rows(fill, U, nU, vis, leads[bk].data(), R, G, hd, sink, ord, qw, qs, H, g * G, c0, scale, S_.data(), e.data(),
+                  sums.data(), blk.data(), acc.data(), o);
       return;
     }
 #endif
-    for (int c = c0; c < c1; ++c) {
-      const int n = visible(c);
+    // Without 8-lane vectors: the head's keys and values all converted, then row by row.
+    thread_local std::vector<float> Kt, Vt, sc;
+    thread_local std::vector<int> keys;
+    Kt.resize((size_t)nU * hd), Vt.resize((size_t)nU * hd), sc.resize(nU);
+    fill(false, 0, nU, Kt.data());
+    fill(true, 0, nU, Vt.data());
+    for (int r = 0; r < R; ++r) {
+      keys.clear();
+      for (int u = 0; u < nU; ++u)
+        if (vis[(size_t)r * nU + u]) keys.push_back(u);
+      const int n = (int)keys.size(), c = c0 + r;
       for (int h = g * G; h < (g + 1) * G; ++h) {
         float* dst = o + ((size_t)c * H + h) * hd;
         std::fill(dst, dst + hd, 0.f);
@@ -4627,8 +4893,8 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         const float* q_win = qw + ((size_t)c * H + h) * hd;
         const float* q_snk = qs + ((size_t)c * H + h) * hd;
         for (int k = 0; k < n; ++k) {
-          const int j = keys[k];
-          sc[k] = dot(sink[ord[j]] ? q_snk : q_win, K + (size_t)j * hd, hd) * scale;
+          const int u = keys[k];
+          sc[k] = dot(sink[ord[U[u]]] ? q_snk : q_win, Kt.data() + (size_t)u * hd, hd) * scale;
         }
         float mx = -INFINITY;
         for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
@@ -4636,7 +4902,7 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         exp_inplace(sc.data(), n);
         float sum = 0.f;
         for (int k = 0; k < n; ++k) sum += sc[k];
-        for (int k = 0; k < n; ++k) axpy(sc[k], V + (size_t)keys[k] * hd, dst, hd);
+        for (int k = 0; k < n; ++k) axpy(sc[k], Vt.data() + (size_t)keys[k] * hd, dst, hd);
         const float inv = 1.f / sum;
         for (int i = 0; i < hd; ++i) dst[i] *= inv;
       }

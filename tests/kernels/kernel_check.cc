@@ -1026,6 +1026,12 @@ void check_attention(std::mt19937& rng) {
       {"hd256", 2, 1, 256, 19, 9, 3, 12, false},
       {"gemma4 global gqa8 hd512", 8, 1, 512, 23, 9, 3, 14, false},
       {"gqa5 (no compiled group) hd512", 10, 2, 512, 13, 3, 2, 8, false},
+      // a decode step's values in 512-bit registers (long rows, 64-key blocks, two key ranges)
+      {"mha long rows hd64", 16, 16, 64, 150, 9, 2, 140, false},
+      {"gqa2 long rows hd128", 16, 8, 128, 90, 4, 2, 80, false},
+      {"hd256 long rows", 4, 4, 256, 70, 3, 1, 66, false},
+      // a chunk of more rows than a block (two row blocks, each with its own keys)
+      {"mha two row blocks hd64", 8, 8, 64, 30, 70, 2, 90, false},
   };
   for (const Attn& a : cases)
     for (KV kv : {KV::I8, KV::BF16, KV::F32}) {
