@@ -4296,7 +4296,8 @@ void attend_group(const Src& src, const int* keys, int n, int N, const bool* sin
 }
 
 #if defined(PW_ATT512)
-// (GCC 12's -Wmaybe-uninitialized on its own 512-bit intrinsics, as at tile512: popped after attend_rows)
+// (GCC 12's -Wmaybe-uninitialized on its own 512-bit intrinsics, as at tile512: popped after
+// attention_rows, where they are inlined)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -4336,12 +4337,12 @@ constexpr int BLOCK_FLOATS = 4096;
 // hsum8, the softmax over the row's own keys in order, the value sums over them in order
 // (carried in acc [P][hd] from one block of keys to the next). S: P rows of nU scratch floats.
 template <class Fill>
-void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, const int* lead_in, int R, int G, int hd,
-                 const bool* sink,
-                 const int32_t* ord, const float* qw, const float* qs, int H, int h0, int c0, float scale, float* S,
-                 float* e, float* sums, float* blk, float* acc_mem, float* out) {
-  const int P = R * G;
-  auto off = [&](int p) { return ((size_t)(c0 + p / G) * H + h0 + p % G) * hd; };
+void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, const int* lead_in, int R, int G, int NH,
+                 int hd, const bool* sink, const int32_t* ord, const float* qw, const float* qs, int H, int h0, int c0,
+                 float scale, float* S, float* e, float* sums, float* blk, float* acc_mem, float* out) {
+  // pair p = kh * RG + r * G + h: KV head kh of the run, row r of the block, query head h of its group
+  const int RG = R * G, P = NH * RG;
+  auto off = [&](int p) { return ((size_t)(c0 + p % RG / G) * H + h0 + p / RG * G + p % G) * hd; };
   if (nU == 0) {  // rows that see no key
     for (int p = 0; p < P; ++p) std::fill(out + off(p), out + off(p) + hd, 0.f);
     return;
@@ -4355,86 +4356,89 @@ void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, con
   for (int u0 = 0; u0 < nU; u0 += KBLK) {
     const int nb = std::min(KBLK, nU - u0);
     fill(false, u0, nb, blk);
-    for (int p0 = 0; p0 < P; p0 += TP) {
-      const float *qwp[TP], *qsp[TP];
-      for (int t = 0; t < TP; ++t) {  // past the last pair: a copy of it, computed and dropped
-        const size_t at = off(std::min(p0 + t, P - 1));
-        qwp[t] = qw + at, qsp[t] = qs + at;
-      }
-      float* sp = S + (size_t)p0 * nU + u0;
-      auto triple = [&](int u) {  // keys u .. u + KB of the block against the TP pairs
-        const float* kr[KB];
-        bool sk[KB], any = false;
-        for (int b = 0; b < KB; ++b) kr[b] = blk + (size_t)(u + b) * hd, sk[b] = sink[ord[U[u0 + u + b]]], any |= sk[b];
-        vf8 acc[TP][KB];
-        for (int t = 0; t < TP; ++t)
-          for (int b = 0; b < KB; ++b) acc[t][b] = v8_zero();
-        for (int i = 0; i < hd; i += 8) {
-          vf8 kv[KB];
-          for (int b = 0; b < KB; ++b) kv[b] = v8_load(kr[b] + i);
-          for (int t = 0; t < TP; ++t) {
-            if (!any) {
-              const vf8 q = v8_load(qwp[t] + i);
-              for (int b = 0; b < KB; ++b) acc[t][b] = v8_fma(q, kv[b], acc[t][b]);
-            } else {
-              for (int b = 0; b < KB; ++b)
-                acc[t][b] = v8_fma(v8_load((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+    for (int kh = 0; kh < NH; ++kh) {  // TP pairs of KV head kh at a time
+      const float* kblk = blk + (size_t)kh * nb * hd;
+      for (int p0 = 0; p0 < RG; p0 += TP) {
+        const float *qwp[TP], *qsp[TP];
+        for (int t = 0; t < TP; ++t) {  // past the head's last pair: a copy of it, computed and dropped
+          const size_t at = off(kh * RG + std::min(p0 + t, RG - 1));
+          qwp[t] = qw + at, qsp[t] = qs + at;
+        }
+        float* sp = S + (size_t)(kh * RG + p0) * nU + u0;
+        auto triple = [&](int u) {  // keys u .. u + KB of the block against the TP pairs
+          const float* kr[KB];
+          bool sk[KB], any = false;
+          for (int b = 0; b < KB; ++b) kr[b] = kblk + (size_t)(u + b) * hd, sk[b] = sink[ord[U[u0 + u + b]]], any |= sk[b];
+          vf8 acc[TP][KB];
+          for (int t = 0; t < TP; ++t)
+            for (int b = 0; b < KB; ++b) acc[t][b] = v8_zero();
+          for (int i = 0; i < hd; i += 8) {
+            vf8 kv[KB];
+            for (int b = 0; b < KB; ++b) kv[b] = v8_load(kr[b] + i);
+            for (int t = 0; t < TP; ++t) {
+              if (!any) {
+                const vf8 q = v8_load(qwp[t] + i);
+                for (int b = 0; b < KB; ++b) acc[t][b] = v8_fma(q, kv[b], acc[t][b]);
+              } else {
+                for (int b = 0; b < KB; ++b)
+                  acc[t][b] = v8_fma(v8_load((sk[b] ? qsp[t] : qwp[t]) + i), kv[b], acc[t][b]);
+              }
             }
           }
-        }
-        for (int t = 0; t < TP && p0 + t < P; ++t)
-          for (int b = 0; b < KB; ++b) sp[(size_t)t * nU + u + b] = hsum8(acc[t][b]);
-      };
-      int u = 0;
-#if defined(PW_ATT512)
-      // six keys at a time in 512-bit registers, two keys a register (the sink keys' groups,
-      // which take each key's own query, as above)
-      for (; u + 6 <= nb; u += 6) {
-        bool any = false;
-        for (int b = 0; b < 6; ++b) any |= sink[ord[U[u0 + u + b]]];
-        if (any) {
-          triple(u), triple(u + 3);
-          continue;
-        }
-        // hsum8_halves' sum 4j + m is pair 2m + j / 2's score of key j & 1: to 2t + k for pair t, key k
-        const __m512i by_pair = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        __m512 acc[3][TP];
-        for (int b = 0; b < 3; ++b)
-          for (int t = 0; t < TP; ++t) acc[b][t] = _mm512_setzero_ps();
-        const float* kr = blk + (size_t)u * hd;
-        for (int i = 0; i < hd; i += 8) {
-          __m512 kv[3];
-          for (int b = 0; b < 3; ++b) kv[b] = two_rows(kr + (size_t)(2 * b) * hd + i, kr + (size_t)(2 * b + 1) * hd + i);
-          for (int t = 0; t < TP; ++t) {
-            const __m512 q = _mm512_broadcast_f32x8(_mm256_loadu_ps(qwp[t] + i));
-            for (int b = 0; b < 3; ++b) acc[b][t] = _mm512_fmadd_ps(q, kv[b], acc[b][t]);
+          for (int t = 0; t < TP && p0 + t < RG; ++t)
+            for (int b = 0; b < KB; ++b) sp[(size_t)t * nU + u + b] = hsum8(acc[t][b]);
+        };
+        int u = 0;
+  #if defined(PW_ATT512)
+        // six keys at a time in 512-bit registers, two keys a register (the sink keys' groups,
+        // which take each key's own query, as above)
+        for (; u + 6 <= nb; u += 6) {
+          bool any = false;
+          for (int b = 0; b < 6; ++b) any |= sink[ord[U[u0 + u + b]]];
+          if (any) {
+            triple(u), triple(u + 3);
+            continue;
+          }
+          // hsum8_halves' sum 4j + m is pair 2m + j / 2's score of key j & 1: to 2t + k for pair t, key k
+          const __m512i by_pair = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+          __m512 acc[3][TP];
+          for (int b = 0; b < 3; ++b)
+            for (int t = 0; t < TP; ++t) acc[b][t] = _mm512_setzero_ps();
+          const float* kr = kblk + (size_t)u * hd;
+          for (int i = 0; i < hd; i += 8) {
+            __m512 kv[3];
+            for (int b = 0; b < 3; ++b) kv[b] = two_rows(kr + (size_t)(2 * b) * hd + i, kr + (size_t)(2 * b + 1) * hd + i);
+            for (int t = 0; t < TP; ++t) {
+              const __m512 q = _mm512_broadcast_f32x8(_mm256_loadu_ps(qwp[t] + i));
+              for (int b = 0; b < 3; ++b) acc[b][t] = _mm512_fmadd_ps(q, kv[b], acc[b][t]);
+            }
+          }
+          for (int b = 0; b < 3; ++b) {  // pair t's scores of keys 2b and 2b + 1, side by side
+            alignas(64) float f[16];
+            _mm512_store_ps(f, _mm512_permutexvar_ps(by_pair, hsum8_halves(acc[b])));
+            for (int t = 0; t < TP && p0 + t < RG; ++t) std::memcpy(sp + (size_t)t * nU + u + 2 * b, f + 2 * t, 8);
           }
         }
-        for (int b = 0; b < 3; ++b) {  // pair t's scores of keys 2b and 2b + 1, side by side
-          alignas(64) float f[16];
-          _mm512_store_ps(f, _mm512_permutexvar_ps(by_pair, hsum8_halves(acc[b])));
-          for (int t = 0; t < TP && p0 + t < P; ++t) std::memcpy(sp + (size_t)t * nU + u + 2 * b, f + 2 * t, 8);
+  #endif
+        for (; u + KB <= nb; u += KB) triple(u);
+        for (; u < nb; ++u) {
+          const float* kr = kblk + (size_t)u * hd;
+          const bool sk = sink[ord[U[u0 + u]]];
+          vf8 acc[TP];
+          for (int t = 0; t < TP; ++t) acc[t] = v8_zero();
+          for (int i = 0; i < hd; i += 8) {
+            const vf8 kv = v8_load(kr + i);
+            for (int t = 0; t < TP; ++t) acc[t] = v8_fma(v8_load((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
+          }
+          for (int t = 0; t < TP && p0 + t < RG; ++t) sp[(size_t)t * nU + u] = hsum8(acc[t]);
         }
-      }
-#endif
-      for (; u + KB <= nb; u += KB) triple(u);
-      for (; u < nb; ++u) {
-        const float* kr = blk + (size_t)u * hd;
-        const bool sk = sink[ord[U[u0 + u]]];
-        vf8 acc[TP];
-        for (int t = 0; t < TP; ++t) acc[t] = v8_zero();
-        for (int i = 0; i < hd; i += 8) {
-          const vf8 kv = v8_load(kr + i);
-          for (int t = 0; t < TP; ++t) acc[t] = v8_fma(v8_load((sk ? qsp[t] : qwp[t]) + i), kv, acc[t]);
-        }
-        for (int t = 0; t < TP && p0 + t < P; ++t) sp[(size_t)t * nU + u] = hsum8(acc[t]);
       }
     }
   }
   for (int p = 0; p < P; ++p) {  // softmax over the row's own keys, in order; 0 for the others
     float* sp = S + (size_t)p * nU;
-    const uint8_t* vr = vis + (size_t)(p / G) * nU;
-    const int lead = lead_in[p / G];
+    const uint8_t* vr = vis + (size_t)(p % RG / G) * nU;
+    const int lead = lead_in[p % RG / G];
     float* x = lead >= 0 ? sp : e;
     int n = lead >= 0 ? lead : 0;
     if (lead < 0)
@@ -4460,93 +4464,95 @@ void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, con
     const int nb = std::min(VBLK, nU - u0);
     const bool first = u0 == 0, last = u0 + nb == nU;
     fill(true, u0, nb, blk);
+    for (int kh = 0; kh < NH; ++kh) {  // each KV head's pairs against its values
+      const float* vblk = blk + (size_t)kh * nb * hd;
+      float* const Sk = S + (size_t)kh * RG * nU;
+      float* const Ak = acc_mem + (size_t)kh * RG * hd;
+      float* const sk_sums = sums + (size_t)kh * RG;
 #if defined(PW_ATT512)
-    if (hd % 64 == 0) {  // 64 values of the head in four 512-bit registers: each lane's sum as above
-      constexpr int TZ = 6;
-      for (int p0 = 0; p0 < P; p0 += TZ) {
-        const int np = std::min(TZ, P - p0);
-        const float* sp[TZ];
-        float* am[TZ];
-        for (int t = 0; t < TZ; ++t) {
-          const int p = std::min(p0 + t, P - 1);
-          sp[t] = S + (size_t)p * nU + u0, am[t] = acc_mem + (size_t)p * hd;
+      if (hd % 64 == 0) {  // 64 values of the head in four 512-bit registers: each lane's sum as above
+        constexpr int TZ = 6;
+        for (int p0 = 0; p0 < RG; p0 += TZ) {
+          const int np = std::min(TZ, RG - p0);
+          const float* sp[TZ];
+          float* am[TZ];
+          for (int t = 0; t < TZ; ++t) {
+            const int p = std::min(p0 + t, RG - 1);
+            sp[t] = Sk + (size_t)p * nU + u0, am[t] = Ak + (size_t)p * hd;
+          }
+          for (int d = 0; d < hd; d += 64) {
+            __m512 acc[TZ][4];
+            for (int t = 0; t < TZ; ++t)
+              for (int c = 0; c < 4; ++c) acc[t][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(am[t] + d + 16 * c);
+            for (int u = 0; u < nb; ++u) {
+              const float* vrow = vblk + (size_t)u * hd + d;
+              __m512 v[4];
+              for (int c = 0; c < 4; ++c) v[c] = _mm512_loadu_ps(vrow + 16 * c);
+              for (int t = 0; t < TZ; ++t) {
+                const __m512 pk = _mm512_set1_ps(sp[t][u]);
+                for (int c = 0; c < 4; ++c) acc[t][c] = _mm512_fmadd_ps(pk, v[c], acc[t][c]);
+              }
+            }
+            for (int t = 0; t < np; ++t) {
+              const int p = p0 + t;
+              if (!last) {
+                for (int c = 0; c < 4; ++c) _mm512_storeu_ps(am[t] + d + 16 * c, acc[t][c]);
+                continue;
+              }
+              float* dst = out + off(kh * RG + p) + d;
+              if (sk_sums[p] == 0.f) {  // a row that sees no key
+                std::fill(dst, dst + 64, 0.f);
+                continue;
+              }
+              const __m512 inv = _mm512_set1_ps(1.f / sk_sums[p]);
+              for (int c = 0; c < 4; ++c) _mm512_storeu_ps(dst + 16 * c, _mm512_mul_ps(acc[t][c], inv));
+            }
+          }
         }
-        for (int d = 0; d < hd; d += 64) {
-          __m512 acc[TZ][4];
-          for (int t = 0; t < TZ; ++t)
-            for (int c = 0; c < 4; ++c) acc[t][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(am[t] + d + 16 * c);
+        continue;
+      }
+#endif
+      for (int p0 = 0; p0 < RG; p0 += TV) {
+        const int np = std::min(TV, RG - p0);
+        const float* sp[TV];
+        float* am[TV];
+        for (int t = 0; t < TV; ++t) {
+          const int p = std::min(p0 + t, RG - 1);
+          sp[t] = Sk + (size_t)p * nU + u0, am[t] = Ak + (size_t)p * hd;
+        }
+        for (int d = 0; d < hd; d += 8 * VD) {
+          const int nvd = std::min(VD, (hd - d) / 8);
+          vf8 acc[TV][VD];
+          for (int t = 0; t < TV; ++t)
+            for (int c = 0; c < VD; ++c) acc[t][c] = first || c >= nvd ? v8_zero() : v8_load(am[t] + d + 8 * c);
           for (int u = 0; u < nb; ++u) {
-            const float* vrow = blk + (size_t)u * hd + d;
-            __m512 v[4];
-            for (int c = 0; c < 4; ++c) v[c] = _mm512_loadu_ps(vrow + 16 * c);
-            for (int t = 0; t < TZ; ++t) {
-              const __m512 pk = _mm512_set1_ps(sp[t][u]);
-              for (int c = 0; c < 4; ++c) acc[t][c] = _mm512_fmadd_ps(pk, v[c], acc[t][c]);
+            const float* vrow = vblk + (size_t)u * hd + d;
+            vf8 v[VD];
+            for (int c = 0; c < VD; ++c) v[c] = c < nvd ? v8_load(vrow + 8 * c) : v8_zero();
+            for (int t = 0; t < TV; ++t) {
+              const vf8 pk = v8_set1(sp[t][u]);
+              for (int c = 0; c < VD; ++c) acc[t][c] = v8_fma(pk, v[c], acc[t][c]);
             }
           }
           for (int t = 0; t < np; ++t) {
             const int p = p0 + t;
             if (!last) {
-              for (int c = 0; c < 4; ++c) _mm512_storeu_ps(am[t] + d + 16 * c, acc[t][c]);
+              for (int c = 0; c < nvd; ++c) v8_store(am[t] + d + 8 * c, acc[t][c]);
               continue;
             }
-            float* dst = out + off(p) + d;
-            if (sums[p] == 0.f) {  // a row that sees no key
-              std::fill(dst, dst + 64, 0.f);
+            float* dst = out + off(kh * RG + p) + d;
+            if (sk_sums[p] == 0.f) {  // a row that sees no key
+              std::fill(dst, dst + 8 * nvd, 0.f);
               continue;
             }
-            const __m512 inv = _mm512_set1_ps(1.f / sums[p]);
-            for (int c = 0; c < 4; ++c) _mm512_storeu_ps(dst + 16 * c, _mm512_mul_ps(acc[t][c], inv));
+            const vf8 inv = v8_set1(1.f / sk_sums[p]);
+            for (int c = 0; c < nvd; ++c) v8_store(dst + 8 * c, v8_mul(acc[t][c], inv));
           }
-        }
-      }
-      continue;
-    }
-#endif
-    for (int p0 = 0; p0 < P; p0 += TV) {
-      const int np = std::min(TV, P - p0);
-      const float* sp[TV];
-      float* am[TV];
-      for (int t = 0; t < TV; ++t) {
-        const int p = std::min(p0 + t, P - 1);
-        sp[t] = S + (size_t)p * nU + u0, am[t] = acc_mem + (size_t)p * hd;
-      }
-      for (int d = 0; d < hd; d += 8 * VD) {
-        const int nvd = std::min(VD, (hd - d) / 8);
-        vf8 acc[TV][VD];
-        for (int t = 0; t < TV; ++t)
-          for (int c = 0; c < VD; ++c) acc[t][c] = first || c >= nvd ? v8_zero() : v8_load(am[t] + d + 8 * c);
-        for (int u = 0; u < nb; ++u) {
-          const float* vrow = blk + (size_t)u * hd + d;
-          vf8 v[VD];
-          for (int c = 0; c < VD; ++c) v[c] = c < nvd ? v8_load(vrow + 8 * c) : v8_zero();
-          for (int t = 0; t < TV; ++t) {
-            const vf8 pk = v8_set1(sp[t][u]);
-            for (int c = 0; c < VD; ++c) acc[t][c] = v8_fma(pk, v[c], acc[t][c]);
-          }
-        }
-        for (int t = 0; t < np; ++t) {
-          const int p = p0 + t;
-          if (!last) {
-            for (int c = 0; c < nvd; ++c) v8_store(am[t] + d + 8 * c, acc[t][c]);
-            continue;
-          }
-          float* dst = out + off(p) + d;
-          if (sums[p] == 0.f) {  // a row that sees no key
-            std::fill(dst, dst + 8 * nvd, 0.f);
-            continue;
-          }
-          const vf8 inv = v8_set1(1.f / sums[p]);
-          for (int c = 0; c < nvd; ++c) v8_store(dst + 8 * c, v8_mul(acc[t][c], inv));
         }
       }
     }
   }
 }
-
-#if defined(PW_ATT512) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 // A decode step with long cache rows (SmolLM2-1.7B: 32 KV heads, 2 KB a row) in two passes.
 // The scores first, split by keys: a task takes a range of keys and every head of each, so it
@@ -4807,13 +4813,24 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   cand.clear();
   for (int j = 0; j < N; ++j)
     if (any[ord[j]]) cand.push_back(j);
-  // Tasks of (KV head, block of rows): a block as large as keeps its (row, head) pairs near 64
-  // (each key is converted once a task and used by all its pairs), but enough tasks for the
-  // threads. Each block's keys (U: those any of its rows sees) and which row sees which (vis)
-  // are found once for all the KV heads.
-  const int workers = std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap())) + 1;
-  int RB = std::max(8, 64 / G / 8 * 8);
-  while (RB > 8 && (int64_t)KVH * ((C + RB - 1) / RB) < 2 * workers) RB -= 8;
+  // Tasks of (run of NH KV heads, block of rows); each key is converted once a task and used by
+  // all its pairs. Long cache rows (1 KB and more): a head a task, and a block as large as keeps
+  // its (row, head) pairs near 64 while the threads have two tasks each. Short rows (the default
+  // model's: 3 KV heads, 192 bytes): every head in each task, so a task reads whole rows (a head
+  // a task read 64 bytes every 192, which made an 8-row verify's attention slower than a copy of
+  // the cache), and a block per thread, or of 16 rows. Each block's keys (U: those any of its
+  // rows sees) and which row sees which (vis) are found once for all the KV heads.
+  const int workers = (int)std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap()));
+  const bool long_rows = (size_t)kv_dim * (T == KV::I8 ? 1 : T == KV::BF16 ? 2 : 4) >= 1024;
+  const int NH = long_rows ? 1 : KVH, runs = KVH / NH;
+  int RB;
+  if (long_rows) {
+    RB = std::max(8, 64 / G / 8 * 8);
+    while (RB > 8 && (int64_t)KVH * ((C + RB - 1) / RB) < 2 * workers) RB -= 8;
+  } else {
+    const int blocks = std::min(C, std::max(workers, (C + 15) / 16));
+    RB = (C + blocks - 1) / blocks;
+  }
   const int n_blocks = (C + RB - 1) / RB;
   thread_local std::vector<std::vector<int>> Ub;
   thread_local std::vector<std::vector<uint8_t>> visb;
@@ -4845,40 +4862,43 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   const std::vector<int>* Us = Ub.data();  // (the helpers' lambda must see this thread's lists)
   const std::vector<uint8_t>* viss = visb.data();
   [[maybe_unused]] const std::vector<int>* leads = leadb.data();
-  parallel_for(pool_threads, n_blocks * KVH, [&](int task) {
-    const int g = task % KVH, bk = task / KVH, c0 = bk * RB, c1 = std::min(C, c0 + RB), R = c1 - c0;
+  parallel_for(pool_threads, n_blocks * runs, [&](int task) {
+    const int g = task % runs * NH, bk = task / runs, c0 = bk * RB, c1 = std::min(C, c0 + RB), R = c1 - c0;
     const int* U = Us[bk].data();
     const int nU = (int)Us[bk].size();
     const uint8_t* vis = viss[bk].data();
-    // keys U[u0 .. u0 + n) of KV head g, converted to f32 as load_key does, into dst [n][hd]
-    // (asking for the rows ahead, a line every kv_dim bytes, made it slower)
+    // keys U[u0 .. u0 + n) of KV heads g .. g + NH, converted to f32 as load_key does, into dst
+    // [NH][n][hd] (asking for the rows ahead, a line every kv_dim bytes, made it slower)
     auto fill = [&](bool values, int u0, int n, float* dst) {
       const char* base = values ? vbase : kbase;
       for (int i = 0; i < n; ++i) {
         const int key = ord[U[u0 + i]];
-        float* d = dst + (size_t)i * hd;
-        if (key < S)
-          load_key<T>(base, values ? vsb : ksb, key, g * hd, hd, kv_dim, d);
-        else
-          std::memcpy(d, (values ? v_new : k_new) + (size_t)(key - S) * kv_dim + g * hd, hd * sizeof(float));
+        for (int kh = 0; kh < NH; ++kh) {
+          float* d = dst + ((size_t)kh * n + i) * hd;
+          if (key < S)
+            load_key<T>(base, values ? vsb : ksb, key, (g + kh) * hd, hd, kv_dim, d);
+          else
+            std::memcpy(d, (values ? v_new : k_new) + (size_t)(key - S) * kv_dim + (g + kh) * hd, hd * sizeof(float));
+        }
       }
     };
 #if defined(PW_VEC8)
     if (hd % 8 == 0) {
-      const int P = R * G;
+      const int P = NH * R * G;
+      const size_t block = (size_t)NH * std::max(BLOCK_FLOATS, 3 * hd);
       thread_local std::vector<float> S_, e, sums, blk, acc;
       S_.resize((size_t)P * nU), sums.resize(P), acc.resize((size_t)P * hd);
       if (e.size() < (size_t)nU) e.resize(nU);
-      if (blk.size() < (size_t)std::max(BLOCK_FLOATS, 3 * hd)) blk.resize(std::max(BLOCK_FLOATS, 3 * hd));
-      attend_rows(fill, U, nU, vis, leads[bk].data(), R, G, hd, sink, ord, qw, qs, H, g * G, c0, scale, S_.data(), e.data(),
-                  sums.data(), blk.data(), acc.data(), o);
+      if (blk.size() < block) blk.resize(block);
+      attend_rows(fill, U, nU, vis, leads[bk].data(), R, G, NH, hd, sink, ord, qw, qs, H, g * G, c0, scale, S_.data(),
+                  e.data(), sums.data(), blk.data(), acc.data(), o);
       return;
     }
 #endif
-    // Without 8-lane vectors: the head's keys and values all converted, then row by row.
+    // Without 8-lane vectors: the run's keys and values all converted, then row by row.
     thread_local std::vector<float> Kt, Vt, sc;
     thread_local std::vector<int> keys;
-    Kt.resize((size_t)nU * hd), Vt.resize((size_t)nU * hd), sc.resize(nU);
+    Kt.resize((size_t)NH * nU * hd), Vt.resize((size_t)NH * nU * hd), sc.resize(nU);
     fill(false, 0, nU, Kt.data());
     fill(true, 0, nU, Vt.data());
     for (int r = 0; r < R; ++r) {
@@ -4886,7 +4906,8 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
       for (int u = 0; u < nU; ++u)
         if (vis[(size_t)r * nU + u]) keys.push_back(u);
       const int n = (int)keys.size(), c = c0 + r;
-      for (int h = g * G; h < (g + 1) * G; ++h) {
+      for (int h = g * G; h < (g + NH) * G; ++h) {
+        const float *Kh = Kt.data() + (size_t)(h / G - g) * nU * hd, *Vh = Vt.data() + (size_t)(h / G - g) * nU * hd;
         float* dst = o + ((size_t)c * H + h) * hd;
         std::fill(dst, dst + hd, 0.f);
         if (n == 0) continue;
@@ -4894,7 +4915,7 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         const float* q_snk = qs + ((size_t)c * H + h) * hd;
         for (int k = 0; k < n; ++k) {
           const int u = keys[k];
-          sc[k] = dot(sink[ord[U[u]]] ? q_snk : q_win, Kt.data() + (size_t)u * hd, hd) * scale;
+          sc[k] = dot(sink[ord[U[u]]] ? q_snk : q_win, Kh + (size_t)u * hd, hd) * scale;
         }
         float mx = -INFINITY;
         for (int k = 0; k < n; ++k) mx = std::max(mx, sc[k]);
@@ -4902,13 +4923,17 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         exp_inplace(sc.data(), n);
         float sum = 0.f;
         for (int k = 0; k < n; ++k) sum += sc[k];
-        for (int k = 0; k < n; ++k) axpy(sc[k], Vt.data() + (size_t)keys[k] * hd, dst, hd);
+        for (int k = 0; k < n; ++k) axpy(sc[k], Vh + (size_t)keys[k] * hd, dst, hd);
         const float inv = 1.f / sum;
         for (int i = 0; i < hd; ++i) dst[i] *= inv;
       }
     }
   });
 }
+
+#if defined(PW_ATT512) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 template <KV T>
 ffi::Error attention(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> qw, ffi::Buffer<ffi::F32> qs, ffi::AnyBuffer kc,
