@@ -34,7 +34,8 @@ def _wide(tmp_path_factory, name, **shape):
     return load_model(path)
 
 
-# Long cache rows, which a decode step reads in runs of heads with the keys outer (attend_run);
+# Long cache rows, whose scores a decode step takes by ranges of keys over whole rows and whose
+# values by runs of heads with the keys outer (run_scores, run_values);
 # the tiny model's 32-value rows take the one-head-a-task path.
 @pytest.fixture(scope="module")
 def wide_mha(tmp_path_factory):
