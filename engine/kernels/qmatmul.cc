@@ -4469,6 +4469,14 @@ void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, con
       float* const Sk = S + (size_t)kh * RG * nU;
       float* const Ak = acc_mem + (size_t)kh * RG * hd;
       float* const sk_sums = sums + (size_t)kh * RG;
+      // a tile's T pairs from p0: their scores of this block and their carried sums (past the
+      // head's last pair: a copy of it, computed and dropped)
+      auto tile = [&](int p0, int T, const float** sp, float** am) {
+        for (int t = 0; t < T; ++t) {
+          const int p = std::min(p0 + t, RG - 1);
+          sp[t] = Sk + (size_t)p * nU + u0, am[t] = Ak + (size_t)p * hd;
+        }
+      };
 #if defined(PW_ATT512)
       if (hd % 64 == 0) {  // 64 values of the head in four 512-bit registers: each lane's sum as above
         constexpr int TZ = 6;
@@ -4476,10 +4484,7 @@ void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, con
           const int np = std::min(TZ, RG - p0);
           const float* sp[TZ];
           float* am[TZ];
-          for (int t = 0; t < TZ; ++t) {
-            const int p = std::min(p0 + t, RG - 1);
-            sp[t] = Sk + (size_t)p * nU + u0, am[t] = Ak + (size_t)p * hd;
-          }
+          tile(p0, TZ, sp, am);
           for (int d = 0; d < hd; d += 64) {
             __m512 acc[TZ][4];
             for (int t = 0; t < TZ; ++t)
@@ -4516,10 +4521,7 @@ void attend_rows(const Fill& fill, const int* U, int nU, const uint8_t* vis, con
         const int np = std::min(TV, RG - p0);
         const float* sp[TV];
         float* am[TV];
-        for (int t = 0; t < TV; ++t) {
-          const int p = std::min(p0 + t, RG - 1);
-          sp[t] = Sk + (size_t)p * nU + u0, am[t] = Ak + (size_t)p * hd;
-        }
+        tile(p0, TV, sp, am);
         for (int d = 0; d < hd; d += 8 * VD) {
           const int nvd = std::min(VD, (hd - d) / 8);
           vf8 acc[TV][VD];
@@ -4681,38 +4683,13 @@ void run_values(const Src& src, int nh, const int* keys, int n, int N, float* sc
   }
 }
 
-// run_scores and run_values for the group sizes attend_group_any compiles (the caller checks G
-// is one).
-template <class Src>
-void run_scores_any(int G, const Src& src, int nh, const int* keys, int j0, int j1, int N, const bool* sink,
-                    const int32_t* ord, const float* q_win, const float* q_snk, int hd, float* sc) {
-  switch (G) {
-#define PW_RUN(g) \
-  case g: run_scores<g>(src, nh, keys, j0, j1, N, sink, ord, q_win, q_snk, hd, sc); return;
-    PW_RUN(1) PW_RUN(2) PW_RUN(3) PW_RUN(4) PW_RUN(6) PW_RUN(8)
-#undef PW_RUN
-    default: return;
-  }
-}
-template <class Src>
-void run_values_any(int G, const Src& src, int nh, const int* keys, int n, int N, float* sc, float scale, int hd,
-                    float* acc, float* dst) {
-  switch (G) {
-#define PW_RUN(g) \
-  case g: run_values<g>(src, nh, keys, n, N, sc, scale, hd, acc, dst); return;
-    PW_RUN(1) PW_RUN(2) PW_RUN(3) PW_RUN(4) PW_RUN(6) PW_RUN(8)
-#undef PW_RUN
-    default: return;
-  }
-}
-
-// attend_group for a G known at compile time (the common group sizes); false for any other.
-template <class Src>
-bool attend_group_any(int G, const Src& src, const int* keys, int n, int N, const bool* sink, const int32_t* ord,
-                      const float* q_win, const float* q_snk, float scale, int hd, float* sc, float* dst) {
+// fn(std::integral_constant<int, G>) for a group size (query heads a KV head) the decode paths
+// compile (run_scores, run_values, attend_group); false for any other.
+template <class Fn>
+bool by_group(int G, Fn&& fn) {
   switch (G) {
 #define PW_GROUP(g) \
-  case g: attend_group<g>(src, keys, n, N, sink, ord, q_win, q_snk, scale, hd, sc, dst); return true;
+  case g: fn(std::integral_constant<int, g>{}); return true;
     PW_GROUP(1) PW_GROUP(2) PW_GROUP(3) PW_GROUP(4) PW_GROUP(6) PW_GROUP(8)
 #undef PW_GROUP
     default: return false;
@@ -4729,6 +4706,11 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
                     const float* v_new, const int32_t* ord, const bool* msk, const bool* sink, float* o) {
   const int KVH = kv_dim / hd, G = H / KVH, N = S + C;
   const float scale = 1.0f / std::sqrt((float)hd);
+  // the threads a parallel_for runs on (the caller and its helpers)
+  const int workers = (int)std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap()));
+  // a cache row of 1 KB or more is read in runs of it, shorter ones whole (both paths below)
+  const size_t row_bytes = (size_t)kv_dim * (T == KV::I8 ? 1 : T == KV::BF16 ? 2 : 4);
+  const bool long_rows = row_bytes >= 1024;
 
   // One task per (KV head, block of up to 8 rows): the block's rows and the group's G query
   // heads share one dequantized copy of the keys and values any of them may see (a prefill
@@ -4750,25 +4732,26 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     // Tasks take runs of adjacent KV heads, and the first head's pass prefetches the whole run
     // of each row: the cache is [S, kv_dim], so a head alone reads 64 bytes every kv_dim, which
     // DRAM serves far slower than a run of contiguous lines (4x at 32 KV heads).
-    const int threads = std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap())) + 1;
+    const int threads = workers + 1;
     // Long rows (32 KV heads of 64 int8 values: 2 KB): the scores by ranges of keys, then runs of
-    // heads, keys outer (run_scores, run_values), two tasks per thread, and at least 512 contiguous bytes of each row per task (a run of one
-    // head would stride again on a machine with many cores). Short rows are a few lines: one KV
-    // head a task reads them well.
-    const int participants = threads - 1;  // the caller and its helpers
+    // heads, keys outer (run_scores, run_values), two tasks per thread, and at least 512
+    // contiguous bytes of each row per task (a run of one head would stride again on a machine
+    // with many cores). Short rows are a few lines: one KV head a task reads them well.
     const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
-    if (grouped && (size_t)kv_dim * CacheSrc<T>::es >= 1024) {
+    if (grouped && long_rows) {
       thread_local std::vector<float> scores;  // [H][N], the caller's: both passes share it
       if (scores.size() < (size_t)H * N) scores.resize((size_t)H * N);
       float* sc = scores.data();
       const int* kp = keys.data();
-      const int n_ranges = std::min(participants, std::max(1, n / 64));
+      const int n_ranges = std::min(workers, std::max(1, n / 64));
       parallel_for(pool_threads, n_ranges, [&](int t) {
-        const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, (size_t)kv_dim * CacheSrc<T>::es};
-        run_scores_any(G, all, KVH, kp, (int)((int64_t)n * t / n_ranges), (int)((int64_t)n * (t + 1) / n_ranges), N,
-                       sink, ord, qw, qs, hd, sc);
+        const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, row_bytes};
+        const int j0 = (int)((int64_t)n * t / n_ranges), j1 = (int)((int64_t)n * (t + 1) / n_ranges);
+        by_group(G, [&](auto g) {
+          run_scores<decltype(g)::value>(all, KVH, kp, j0, j1, N, sink, ord, qw, qs, hd, sc);
+        });
       });
-      const int per_task = std::max<int>({1, (KVH + 2 * participants - 1) / (2 * participants),
+      const int per_task = std::max<int>({1, (KVH + 2 * workers - 1) / (2 * workers),
                                           (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
       parallel_for(pool_threads, (KVH + per_task - 1) / per_task, [&](int task) {
         thread_local std::vector<float> acc;
@@ -4777,7 +4760,9 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g0 * hd,
                               nh * head_bytes};
         const size_t q0 = (size_t)g0 * G * hd;
-        run_values_any(G, src, nh, kp, n, N, sc + (size_t)g0 * G * N, scale, hd, acc.data(), o + q0);
+        by_group(G, [&](auto g) {
+          run_values<decltype(g)::value>(src, nh, kp, n, N, sc + (size_t)g0 * G * N, scale, hd, acc.data(), o + q0);
+        });
       });
       return;
     }
@@ -4792,8 +4777,11 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g * hd, span};
         const float *q_win = qw + (size_t)h0 * hd, *q_snk = qs + (size_t)h0 * hd;
         float* dst = o + (size_t)h0 * hd;
-        if (!grouped || !attend_group_any(G, src, keys.data(), n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst))
-          attend_head(src, keys.data(), n, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
+        const int* kp = keys.data();
+        if (!grouped || !by_group(G, [&](auto gs) {
+              attend_group<decltype(gs)::value>(src, kp, n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
+            }))
+          attend_head(src, kp, n, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
       }
     });
     return;
@@ -4820,8 +4808,6 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   // a task read 64 bytes every 192, which made an 8-row verify's attention slower than a copy of
   // the cache), and a block per thread, or of 16 rows. Each block's keys (U: those any of its
   // rows sees) and which row sees which (vis) are found once for all the KV heads.
-  const int workers = (int)std::max<int64_t>(1, std::min<int64_t>(pool_threads, thread_cap()));
-  const bool long_rows = (size_t)kv_dim * (T == KV::I8 ? 1 : T == KV::BF16 ? 2 : 4) >= 1024;
   const int NH = long_rows ? 1 : KVH, runs = KVH / NH;
   int RB;
   if (long_rows) {
