@@ -12,7 +12,9 @@ plus a causal conv over the projected [q | k | v] that keeps its last kernel - 1
 state is a fixed number of bytes however long the chat runs, and it summarises every token ever
 fed (the bounded cache's ring evicts tokens; a DeltaNet state cannot un-see them).
 
-Two forms of the same recurrence:
+With the native kernel every row (a decode step's, a verify's, a prefill chunk's) goes through
+the recurrent step in C++ (`native_layer`): one form, so chunks and single steps give the same
+bits. Without it XLA runs two forms of the same recurrence:
 - `recurrent`: one token at a time (decode steps), as llama.cpp's autoregressive path;
 - `chunked`: a chunk of C rows at once (prefill, C <= 64 as llama.cpp's chunk size): the
   WY/UT form of flash-linear-attention (one triangular solve per head, then products), exact in
@@ -96,7 +98,7 @@ def mix(cfg, proj: jax.Array, conv_state: jax.Array, M: jax.Array, conv_w, ssm_a
     [qkv | z | beta | alpha] (the loader merges attn_qkv, attn_gate, ssm_beta, ssm_alpha rows so
     x is read once). Returns (gated-normed output [C, Hv*S] for ssm_out, new conv state, new M).
     form: "recurrent" or "chunked"; None: recurrent for one row (decode), chunked for more.
-    (A decode step with the native kernel runs native_layer instead.)"""
+    (With the native kernel, forward runs native_layer instead, for every row.)"""
     C = proj.shape[0]
     Hk, Hv, S, cd = cfg.ssm_groups, cfg.ssm_heads, cfg.ssm_state, cfg.conv_dim
     qkv, z = proj[:, :cd], proj[:, cd : cd + Hv * S]
@@ -118,25 +120,22 @@ def mix(cfg, proj: jax.Array, conv_state: jax.Array, M: jax.Array, conv_w, ssm_a
     return o.reshape(C, Hv * S), conv_state, M
 
 
-def native_layer(cfg, proj: jax.Array, conv: jax.Array, M: jax.Array, layer, conv_w, ssm_a, dt_bias, ssm_norm):
-    """mix's recurrent form for one row, in the native kernel (kernels/deltanet_step.inc), on
-    layer `layer` of the whole stacks: conv [Lr, K-1, conv_dim], M [Lr, Hv, S, S], and the
-    weights conv_w [Lr, conv_dim, K], ssm_a, dt_bias [Lr, Hv], ssm_norm [Lr, S]. The state
-    buffers are aliased and updated in place: one pass over the layer's state where XLA made
-    four, and no copy of the stacks (which slicing a layer out of the scan's carry and writing it
-    back made). Returns (output [1, Hv*S], conv, M)."""
+def native_layer(cfg, proj: jax.Array, conv: jax.Array, M: jax.Array, layer, conv_w, ssm_a, dt_bias, ssm_norm,
+                 last=0):
+    """mix's recurrent form in the native kernel (kernels/deltanet_step.inc), row by row for the C
+    rows of proj [C, P] (rows after `last` are padding: they leave the state alone), on layer
+    `layer` of the whole stacks: conv [Lr, K-1, conv_dim], M [Lr, Hv, S, S], and the weights
+    conv_w [Lr, conv_dim, K], ssm_a, dt_bias [Lr, Hv], ssm_norm [Lr, S]. A decode step, a draft
+    verify and a prefill chunk so compute each row alike, bit for bit. The state buffers are
+    aliased and updated in place: one pass over the layer's state where XLA made four, and no
+    copy of the stacks (which slicing a layer out of the scan's carry and writing it back made).
+    Returns (output [C, Hv*S], conv, M)."""
+    C = proj.shape[0]
     o, conv, M = jax.ffi.ffi_call(
         "pinwheel_deltanet_step",
-        (jax.ShapeDtypeStruct((1, cfg.ssm_heads * cfg.ssm_state), jnp.float32),
+        (jax.ShapeDtypeStruct((C, cfg.ssm_heads * cfg.ssm_state), jnp.float32),
          jax.ShapeDtypeStruct(conv.shape, jnp.float32), jax.ShapeDtypeStruct(M.shape, jnp.float32)),
-        input_output_aliases={1: 1, 2: 2},
-    )(proj, conv, M, jnp.asarray(layer, jnp.int32).reshape(1), conv_w, ssm_a, dt_bias, ssm_norm,
-      key_heads=np.int64(cfg.ssm_groups), eps=np.float32(cfg.rms_eps))
+        input_output_aliases={2: 1, 3: 2},
+    )(proj, jnp.asarray(last, jnp.int32).reshape(1), conv, M, jnp.asarray(layer, jnp.int32).reshape(1), conv_w,
+      ssm_a, dt_bias, ssm_norm, key_heads=np.int64(cfg.ssm_groups), eps=np.float32(cfg.rms_eps))
     return o, conv, M
-
-
-def set_row(stack: jax.Array, layer, row: jax.Array) -> jax.Array:
-    """stack [Lr, ...] with row `layer` replaced by row, in place in the native kernel (the stack
-    is aliased; see state_row in kernels/deltanet_step.inc for the copies this avoids)."""
-    return jax.ffi.ffi_call("pinwheel_state_row", jax.ShapeDtypeStruct(stack.shape, jnp.float32),
-                            input_output_aliases={0: 0})(stack, jnp.asarray(layer, jnp.int32).reshape(1), row)

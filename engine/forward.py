@@ -337,21 +337,20 @@ def _attention(cfg: ModelConfig, batch: Batch, x, w: Layers, i, cache: KVCache):
 
 def _recurrent(cfg: ModelConfig, batch: Batch, x, w: Layers, i, conv, ssm):
     """The Gated DeltaNet half of layer i, from the recurrent state (conv [Lr, ...], ssm [Lr, ...]):
-    its output [C, d] and the state with its row r replaced. A decode step with the native kernel
-    updates its rows of conv and ssm in place (deltanet.native_layer); otherwise XLA computes the row's new
-    state and writes it back."""
+    its output [C, d] and the state with its row r replaced. With the native kernel every row
+    (a decode step's, a verify's, a prefill chunk's) goes through the recurrent step in place
+    (deltanet.native_layer); otherwise XLA computes the chunk's new state (deltanet.mix, the
+    chunked form for more than one row) and writes it back."""
     r = jnp.asarray(_kind_index(cfg)[1])[i]
     proj = matmul(x, w.w_in, r, norm=w.rec_norm, eps=cfg.rms_eps)
     native = kernels.available() and not is_xla_form(w.w_in)
-    if native and x.shape[0] == 1:
-        o, conv, ssm = deltanet.native_layer(cfg, proj, conv, ssm, r, w.conv_w, w.ssm_a, w.dt_bias, w.ssm_norm)
+    if native:
+        o, conv, ssm = deltanet.native_layer(cfg, proj, conv, ssm, r, w.conv_w, w.ssm_a, w.dt_bias, w.ssm_norm,
+                                             batch.last)
     else:
         o, c, m = deltanet.mix(cfg, proj, conv[r], ssm[r], w.conv_w[r], w.ssm_a[r], w.dt_bias[r], w.ssm_norm[r],
                                batch.last)
-        if native:
-            conv, ssm = deltanet.set_row(conv, r, c), deltanet.set_row(ssm, r, m)
-        else:
-            conv, ssm = lax.dynamic_update_index_in_dim(conv, c, r, 0), lax.dynamic_update_index_in_dim(ssm, m, r, 0)
+        conv, ssm = lax.dynamic_update_index_in_dim(conv, c, r, 0), lax.dynamic_update_index_in_dim(ssm, m, r, 0)
     return matmul(o, w.w_ssm_out, r), (conv, ssm)
 
 

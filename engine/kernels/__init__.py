@@ -38,7 +38,7 @@ TARGETS = {"q8_0": "PinwheelQ8_0", "q4_0": "PinwheelQ4_0", "q4_1": "PinwheelQ4_1
            "iq2_xxs": "PinwheelIQ2_XXS", "iq2_xs": "PinwheelIQ2_XS", "iq2_s": "PinwheelIQ2_S", "iq1_s": "PinwheelIQ1_S",
            "iq1_m": "PinwheelIQ1_M",
            "attn_int8": "PinwheelAttnI8", "attn_bf16": "PinwheelAttnBF16", "attn_f32": "PinwheelAttnF32",
-           "deltanet_step": "PinwheelDeltaNetStep", "state_row": "PinwheelStateRow"}
+           "deltanet_step": "PinwheelDeltaNetStep"}
 _FLAGS = ["-O3", "-march=native", "-std=c++17", "-shared", "-fPIC"]
 
 _lock = threading.Lock()

@@ -1104,10 +1104,37 @@ void check_attention(std::mt19937& rng) {
     }
 }
 
-// Gated DeltaNet's one-token layer (deltanet_step.inc) against a double reference of the same
+// A DeltaNet chunk of C rows whose rows after `last` are padding (deltanet_chunk, two threads)
+// against last + 1 one-row chunks (one thread): the same bits for the real rows' outputs and for
+// both states, zeros for the padding rows.
+void check_deltanet_chunk(std::mt19937& rng, int Hk, int Hv, int S, int K, const std::vector<float>& w,
+                          const std::vector<float>& a, const std::vector<float>& dt, const std::vector<float>& norm,
+                          const std::vector<float>& conv0, const std::vector<float>& st0, const std::string& tag) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int D = (2 * Hk + Hv) * S, P = D + Hv * S + 2 * Hv, C = 8, last = 5, O = Hv * S;
+  std::vector<float> proj((size_t)C * P), out((size_t)C * O, 1.f), one((size_t)O);
+  for (auto& x : proj) x = nd(rng);
+  std::vector<float> conv = conv0, st = st0, conv1 = conv0, st1 = st0;
+  deltanet_chunk(2, proj.data(), C, last, conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(),
+                 norm.data(), 1e-6f, out.data());
+  bool same = true;
+  for (int c = 0; c <= last; ++c) {
+    deltanet_chunk(1, proj.data() + (size_t)c * P, 1, 0, conv1.data(), st1.data(), Hk, Hv, S, K, w.data(), a.data(),
+                   dt.data(), norm.data(), 1e-6f, one.data());
+    same &= same_bits(out.data() + (size_t)c * O, one.data(), O);
+  }
+  bool zeros = true;
+  for (size_t i = (size_t)(last + 1) * O; i < out.size(); ++i) zeros &= out[i] == 0.f;
+  check(same && same_bits(conv.data(), conv1.data(), conv.size()) && same_bits(st.data(), st1.data(), st.size()),
+        tag + ": a chunk's rows differ from single steps");
+  check(zeros, tag + ": a chunk's padding rows are not zeros");
+}
+
+// Gated DeltaNet's layer one token at a time (deltanet_chunk of one row) against a double reference of the same
 // maths, chained over a few tokens, with a head size the vector lanes cover (128) and one with a
-// tail (20); one thread and two give the same bits (rows are independent). Not digested: the
-// digests above stay comparable with earlier builds.
+// tail (20); one thread and two give the same bits (rows are independent); and a chunk with
+// padding rows against single steps (check_deltanet_chunk). Not digested: the digests above stay
+// comparable with earlier builds.
 void check_deltanet(std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int S : {128, 20}) {
@@ -1122,13 +1149,14 @@ void check_deltanet(std::mt19937& rng) {
     std::vector<double> rconv(conv.begin(), conv.end()), rst(st.begin(), st.end());
     std::vector<float> conv2 = conv, st2 = st;
     const std::string tag = "deltanet S=" + std::to_string(S);
+    check_deltanet_chunk(rng, Hk, Hv, S, K, w, a, dt, norm, conv, st, tag);
     for (int t = 0; t < 6; ++t) {
       std::vector<float> proj(P), out((size_t)Hv * S), out2((size_t)Hv * S);
       for (auto& x : proj) x = nd(rng);
-      deltanet_layer(2, proj.data(), conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(), norm.data(), eps,
-                     out.data());
-      deltanet_layer(1, proj.data(), conv2.data(), st2.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(), norm.data(),
-                     eps, out2.data());
+      deltanet_chunk(2, proj.data(), 1, 0, conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(),
+                     norm.data(), eps, out.data());
+      deltanet_chunk(1, proj.data(), 1, 0, conv2.data(), st2.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(),
+                     norm.data(), eps, out2.data());
       check(same_bits(out.data(), out2.data(), out.size()) && same_bits(st.data(), st2.data(), st.size()),
             tag + ": one thread and two differ");
       // the reference
