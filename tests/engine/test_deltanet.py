@@ -113,10 +113,11 @@ def test_the_native_step_updates_its_layer_in_place_as_the_reference(S):
         assert np.array_equal(state[i], np.float32(o[3])) and np.array_equal(conv[i], np.float32(o[2]))
 
 
-def test_a_native_chunk_is_its_rows_as_single_steps_and_padding_changes_nothing():
-    """native_layer on a 16-row chunk whose rows after `last` (11) are padding: the 12 real rows'
-    outputs, conv state and DeltaNet state are those of 12 single steps, bit for bit, whatever
-    the padding rows hold, and the padding rows read as zeros."""
+@pytest.mark.parametrize("last", [1, 11])  # fewer real rows than the conv's 3 kept inputs, and more
+def test_a_native_chunk_is_its_rows_as_single_steps_and_padding_changes_nothing(last):
+    """native_layer on a 16-row chunk whose rows after `last` are padding: the real rows'
+    outputs, conv state and DeltaNet state are those of as many single steps, bit for bit,
+    whatever the padding rows hold, and the padding rows read as zeros."""
     from engine import kernels
 
     if not kernels.available():
@@ -127,16 +128,16 @@ def test_a_native_chunk_is_its_rows_as_single_steps_and_padding_changes_nothing(
     f32 = lambda a: jnp.asarray(np.asarray(a)[None], jnp.float32)  # noqa: E731  (one-layer stacks)
     w = [f32(a) for a in weights]
     conv, state, outs = f32(conv0), f32(state0), []
-    for t in range(12):
+    for t in range(last + 1):
         o, conv, state = deltanet.native_layer(cfg, jnp.asarray(proj[t : t + 1], jnp.float32), conv, state,
                                                jnp.int32(0), *w)
         outs.append(np.asarray(o))
     junk = proj.copy()
-    junk[12:] = rng.standard_normal(junk[12:].shape) * 100  # padding rows: anything
+    junk[last + 1 :] = rng.standard_normal(junk[last + 1 :].shape) * 100  # padding rows: anything
     o16, conv16, state16 = deltanet.native_layer(cfg, jnp.asarray(junk, jnp.float32), f32(conv0), f32(state0),
-                                                 jnp.int32(0), *w, last=11)
+                                                 jnp.int32(0), *w, last=last)
     o16 = np.asarray(o16)
-    assert np.array_equal(o16[:12], np.concatenate(outs)) and not o16[12:].any()
+    assert np.array_equal(o16[: last + 1], np.concatenate(outs)) and not o16[last + 1 :].any()
     assert np.array_equal(np.asarray(conv16), np.asarray(conv))
     assert np.array_equal(np.asarray(state16), np.asarray(state))
 

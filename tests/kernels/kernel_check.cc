@@ -1105,29 +1105,33 @@ void check_attention(std::mt19937& rng) {
 }
 
 // A DeltaNet chunk of C rows whose rows after `last` are padding (deltanet_chunk, two threads)
-// against last + 1 one-row chunks (one thread): the same bits for the real rows' outputs and for
-// both states, zeros for the padding rows.
+// against the real rows as one-row chunks (one thread): the same bits for the real rows' outputs
+// and for both states, zeros for the padding rows; `last` from none real (-1) through fewer real
+// rows than the conv's K-1 (its kept inputs then mix old state and new rows) to past the chunk.
 void check_deltanet_chunk(std::mt19937& rng, int Hk, int Hv, int S, int K, const std::vector<float>& w,
                           const std::vector<float>& a, const std::vector<float>& dt, const std::vector<float>& norm,
                           const std::vector<float>& conv0, const std::vector<float>& st0, const std::string& tag) {
   std::normal_distribution<float> nd(0.f, 1.f);
-  const int D = (2 * Hk + Hv) * S, P = D + Hv * S + 2 * Hv, C = 8, last = 5, O = Hv * S;
-  std::vector<float> proj((size_t)C * P), out((size_t)C * O, 1.f), one((size_t)O);
-  for (auto& x : proj) x = nd(rng);
-  std::vector<float> conv = conv0, st = st0, conv1 = conv0, st1 = st0;
-  deltanet_chunk(2, proj.data(), C, last, conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(),
-                 norm.data(), 1e-6f, out.data());
-  bool same = true;
-  for (int c = 0; c <= last; ++c) {
-    deltanet_chunk(1, proj.data() + (size_t)c * P, 1, 0, conv1.data(), st1.data(), Hk, Hv, S, K, w.data(), a.data(),
-                   dt.data(), norm.data(), 1e-6f, one.data());
-    same &= same_bits(out.data() + (size_t)c * O, one.data(), O);
+  const int D = (2 * Hk + Hv) * S, P = D + Hv * S + 2 * Hv, C = 8, O = Hv * S;
+  for (int last : {-1, 0, 1, 5, C - 1, C + 3}) {
+    std::vector<float> proj((size_t)C * P), out((size_t)C * O, 1.f), one((size_t)O);
+    for (auto& x : proj) x = nd(rng);
+    std::vector<float> conv = conv0, st = st0, conv1 = conv0, st1 = st0;
+    deltanet_chunk(2, proj.data(), C, last, conv.data(), st.data(), Hk, Hv, S, K, w.data(), a.data(), dt.data(),
+                   norm.data(), 1e-6f, out.data());
+    bool same = true;
+    for (int c = 0; c <= std::min(last, C - 1); ++c) {
+      deltanet_chunk(1, proj.data() + (size_t)c * P, 1, 0, conv1.data(), st1.data(), Hk, Hv, S, K, w.data(), a.data(),
+                     dt.data(), norm.data(), 1e-6f, one.data());
+      same &= same_bits(out.data() + (size_t)c * O, one.data(), O);
+    }
+    bool zeros = true;
+    for (size_t i = (size_t)std::min(last + 1, C) * O; i < out.size(); ++i) zeros &= out[i] == 0.f;
+    const std::string at = tag + " chunk last=" + std::to_string(last);
+    check(same && same_bits(conv.data(), conv1.data(), conv.size()) && same_bits(st.data(), st1.data(), st.size()),
+          at + ": the chunk's rows differ from single steps");
+    check(zeros, at + ": the chunk's padding rows are not zeros");
   }
-  bool zeros = true;
-  for (size_t i = (size_t)(last + 1) * O; i < out.size(); ++i) zeros &= out[i] == 0.f;
-  check(same && same_bits(conv.data(), conv1.data(), conv.size()) && same_bits(st.data(), st1.data(), st.size()),
-        tag + ": a chunk's rows differ from single steps");
-  check(zeros, tag + ": a chunk's padding rows are not zeros");
 }
 
 // Gated DeltaNet's layer one token at a time (deltanet_chunk of one row) against a double reference of the same
