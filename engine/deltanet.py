@@ -124,12 +124,12 @@ def native_layer(cfg, proj: jax.Array, conv: jax.Array, M: jax.Array, layer, con
                  last=None):
     """mix's recurrent form in the native kernel (kernels/deltanet_step.inc), row by row for the C
     rows of proj [C, P] (rows after `last`, default C - 1, are padding: they leave the state
-    alone), on layer
-    `layer` of the whole stacks: conv [Lr, K-1, conv_dim], M [Lr, Hv, S, S], and the weights
-    conv_w [Lr, conv_dim, K], ssm_a, dt_bias [Lr, Hv], ssm_norm [Lr, S]. A decode step, a draft
-    verify and a prefill chunk so compute each row alike, bit for bit. The state buffers are
-    aliased and updated in place: one pass over the layer's state where XLA made four, and no
-    copy of the stacks (which slicing a layer out of the scan's carry and writing it back made).
+    alone), on layer `layer` of the whole stacks: conv [Lr, K-1, conv_dim], M [Lr, Hv, S, S],
+    and the weights conv_w [Lr, conv_dim, K], ssm_a, dt_bias [Lr, Hv], ssm_norm [Lr, S]. A decode
+    step, a draft verify and a prefill chunk so compute each row alike, bit for bit. The state
+    buffers are aliased and updated in place: one pass over the layer's state where XLA made
+    four, and no copy of the stacks (which slicing a layer out of the scan's carry and writing it
+    back made).
     Returns (output [C, Hv*S], conv, M)."""
     C = proj.shape[0]
     last = C - 1 if last is None else last
