@@ -803,6 +803,40 @@ void check_products(std::mt19937& rng, std::initializer_list<Fmt> formats) {
     }
 }
 
+// --- x's rounding to int8 ------------------------------------------------------------------
+
+// quantize_row (AVX2 where built with it) against its scalar definition, bit for bit: random
+// rows, rows whose values land on .5 ties after scaling, all-zero blocks, one-value blocks,
+// tiny and huge magnitudes, and both signs of zero.
+void check_quantize(std::mt19937& rng) {
+  const int nb = 24;
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> x(nb * QK);
+  int bad = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const float scale = std::ldexp(1.f, (int)(rng() % 80) - 40);
+    for (int b = 0; b < nb; ++b)
+      for (int j = 0; j < QK; ++j) {
+        float& v = x[b * QK + j];
+        switch ((b + trial) % 6) {
+          case 0: v = normal(rng) * scale; break;
+          case 1: v = (j ? (float)(int)(rng() % 254) - 127.f + 0.5f : 127.f) * scale; break;  // d = scale: exact .5 ties
+          case 2: v = (j % 2 ? -0.f : 0.f); break;
+          case 3: v = j == (int)(rng() % QK) ? scale : 0.f; break;
+          case 4: v = (float)((int)(rng() % 255) - 127); break;  // already integers: amax / 127 exact or not
+          default: v = normal(rng) * (j % 7 ? 1e-3f : 1e3f) * scale; break;
+        }
+      }
+    std::vector<int8_t> q1(nb * QK), q2(nb * QK);
+    std::vector<float> d1(nb), d2(nb), s1(nb), s2(nb);
+    std::vector<int32_t> n1(nb), n2(nb), h1(2 * nb), h2(2 * nb);
+    quantize_row_scalar(x.data(), nb, q1.data(), d1.data(), s1.data(), n1.data(), h1.data());
+    quantize_row(x.data(), nb, q2.data(), d2.data(), s2.data(), n2.data(), h2.data());
+    bad += q1 != q2 || !same_bits(d1.data(), d2.data(), nb) || !same_bits(s1.data(), s2.data(), nb) || n1 != n2 || h1 != h2;
+  }
+  check(bad == 0, "quantize_row differs from quantize_row_scalar in " + std::to_string(bad) + " of 200 trials");
+}
+
 // --- the load's re-layout -------------------------------------------------------------------
 
 bool has_m(Fmt f) {
@@ -1234,6 +1268,8 @@ int main(int argc, char** argv) {
   check_relayout(rng_relayout);
   std::mt19937 rng_deltanet(7);
   check_deltanet(rng_deltanet);
+  std::mt19937 rng_quantize(32);
+  check_quantize(rng_quantize);
   // Every vector build has a tile for every format these checks multiply, and says so: the loader
   // then holds each as stored (a build that listed fewer re-quantized those files to q8_0).
 #if defined(__AVX2__) || defined(__SSE4_1__) || defined(PW_NEON)
