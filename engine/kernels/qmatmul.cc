@@ -96,10 +96,13 @@ inline void cpu_relax() {
 // the compilers' own headers force inline): so are they, where the compiler lets us say so.
 #if defined(__GNUC__) || defined(__clang__)
 #define PW_INLINE inline __attribute__((always_inline))
+#define PW_NOINLINE __attribute__((noinline))
 #elif defined(_MSC_VER)
 #define PW_INLINE __forceinline
+#define PW_NOINLINE __declspec(noinline)
 #else
 #define PW_INLINE inline
+#define PW_NOINLINE
 #endif
 
 // Eight f32 lanes: one AVX register, or two NEON registers (lo = lanes 0-3, hi = 4-7). The
