@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -201,13 +202,20 @@ struct QRow {
 // given the sums of its two halves of 16. The scalar form is the definition; the AVX2 and NEON
 // forms compute the same bits (a max is exact in any order, each rounding is the same single
 // operation, the integer sums are exact), about 4x faster: at 64 rows this serial step had
-// grown to ~7-12% of a prefill product (I = 2,048 / 8,192).
+// grown to ~7-12% of a prefill product (I = 2,048 / 8,192). For finite x, that is: a NaN or an
+// infinity in x gives each form its own garbage.
+// 1 / d, or 0 where d is 0 or so small (max |x| below ~1e-37) that 1 / d overflows: such a block
+// rounds to zeros in every form (x * inf would be inf, which each form converts differently).
+inline float inverse_scale(float db) {
+  const float id = db != 0.f ? 1.f / db : 0.f;
+  return id <= std::numeric_limits<float>::max() ? id : 0.f;
+}
 [[maybe_unused]] void quantize_row_scalar(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n, int32_t* n16) {
   for (int b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * QK;
     float amax = 0.f;
     for (int j = 0; j < QK; ++j) amax = std::max(amax, std::fabs(xb[j]));
-    const float db = amax / 127.f, id = db != 0.f ? 1.f / db : 0.f;
+    const float db = amax / 127.f, id = inverse_scale(db);
     int half[2] = {0, 0};
     for (int j = 0; j < QK; ++j) {
       const int v = (int)std::nearbyint(xb[j] * id);
@@ -239,7 +247,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     const float amax = std::max(_mm_cvtss_f32(m4), _mm_cvtss_f32(_mm_movehdup_ps(m4)));
-    const float db = amax / 127.f, id = db != 0.f ? 1.f / db : 0.f;
+    const float db = amax / 127.f, id = inverse_scale(db);
     __m256i iv[4];
     for (int k = 0; k < 4; ++k)
       iv[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
@@ -266,7 +274,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
       m = vmaxnmq_f32(m, vabsq_f32(v[k]));  // (maxNum: a NaN lane leaves m, as std::max does)
     }
     const float amax = vmaxnmvq_f32(m);
-    const float db = amax / 127.f, id = db != 0.f ? 1.f / db : 0.f;
+    const float db = amax / 127.f, id = inverse_scale(db);
     int32x4_t iv[8];
     for (int k = 0; k < 8; ++k) iv[k] = vcvtnq_s32_f32(vmulq_n_f32(v[k], id));  // (ties to even)
     for (int k = 0; k < 4; ++k) {
@@ -3883,6 +3891,9 @@ void qmatmul_rows(int pool_threads, const float* x, int64_t C, int64_t I, const 
   // product at I = 8,192 on two threads. Each row's numbers do not depend on the task, so the
   // bits are the serial loop's.
   constexpr int PREP = 16;
+  // (a task packs only rows it prepared: every packed tile starts at a multiple of 4 or 8 and
+  // tile512's 16-row tiles at multiples of 16, so none straddles two tasks)
+  static_assert(PREP % 16 == 0, "a packed tile must not straddle two preparation tasks");
   parallel_for(pool_threads, (int)((C + PREP - 1) / PREP), [&](int task) {
     const int64_t c0 = (int64_t)task * PREP, c1 = std::min<int64_t>(C, c0 + PREP);
     thread_local std::vector<float> xn;

@@ -805,9 +805,10 @@ void check_products(std::mt19937& rng, std::initializer_list<Fmt> formats) {
 
 // --- x's rounding to int8 ------------------------------------------------------------------
 
-// quantize_row (AVX2 where built with it) against its scalar definition, bit for bit: random
-// rows, rows whose values land on .5 ties after scaling, all-zero blocks, one-value blocks,
-// tiny and huge magnitudes, and both signs of zero.
+// quantize_row (AVX2 or NEON where built with them) against its scalar definition, bit for bit:
+// random rows, rows whose values land on .5 ties after scaling, all-zero blocks, one-value
+// blocks, magnitudes from 2^-40 to 2^40 and blocks near the smallest normal floats (whose 1 / d
+// overflows: they round to zeros), and both signs of zero.
 void check_quantize(std::mt19937& rng) {
   const int nb = 24;
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -818,13 +819,14 @@ void check_quantize(std::mt19937& rng) {
     for (int b = 0; b < nb; ++b)
       for (int j = 0; j < QK; ++j) {
         float& v = x[b * QK + j];
-        switch ((b + trial) % 6) {
+        switch ((b + trial) % 7) {
           case 0: v = normal(rng) * scale; break;
           case 1: v = (j ? (float)(int)(rng() % 254) - 127.f + 0.5f : 127.f) * scale; break;  // d = scale: exact .5 ties
           case 2: v = (j % 2 ? -0.f : 0.f); break;
           case 3: v = j == (int)(rng() % QK) ? scale : 0.f; break;
           case 4: v = (float)((int)(rng() % 255) - 127); break;  // already integers: amax / 127 exact or not
-          default: v = normal(rng) * (j % 7 ? 1e-3f : 1e3f) * scale; break;
+          case 5: v = normal(rng) * (j % 7 ? 1e-3f : 1e3f) * scale; break;
+          default: v = normal(rng) * std::ldexp(1.f, -118 - (int)(rng() % 12)); break;  // 1 / d overflows, or nearly
         }
       }
     std::vector<int8_t> q1(nb * QK), q2(nb * QK);
