@@ -4919,13 +4919,27 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
   // cache's empty and faded slots are most of N early in a chat, and asking every row block of
   // every KV head about each of them (8 mask reads a slot) took half a prefill chunk's attention
   // at 4,128 slots and 200 tokens.
-  thread_local std::vector<uint8_t> any;
-  thread_local std::vector<int> cand;
-  any.assign(N, 0);
+  // (8 mask bytes a step, through a local pointer: byte by byte through the thread_local vector,
+  // whose own fields a byte store may alias, GCC reloaded them and called __tls_get_addr for every
+  // key: ~45 us of an 8-row verify's layer at 4,128 slots, half of a 64-row chunk's own-keys cost)
+  thread_local std::vector<uint8_t> any_tl;
+  thread_local std::vector<int> cand_tl;
+  any_tl.assign(N, 0);
+  uint8_t* any = any_tl.data();
   for (int c = 0; c < C; ++c) {
     const bool* m = msk + (size_t)c * N;
-    for (int key = 0; key < N; ++key) any[key] |= (uint8_t)m[key];
+    int key = 0;
+    static_assert(sizeof(bool) == 1, "XLA's PRED elements are bytes");
+    for (; key + 8 <= N; key += 8) {  // (a bool is one byte, 0 or 1: OR them as words)
+      uint64_t a, b;
+      std::memcpy(&a, any + key, 8);
+      std::memcpy(&b, m + key, 8);
+      a |= b;
+      std::memcpy(any + key, &a, 8);
+    }
+    for (; key < N; ++key) any[key] |= (uint8_t)m[key];
   }
+  std::vector<int>& cand = cand_tl;
   cand.clear();
   for (int j = 0; j < N; ++j)
     if (any[ord[j]]) cand.push_back(j);
