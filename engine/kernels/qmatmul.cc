@@ -210,6 +210,14 @@ inline float inverse_scale(float db) {
   const float id = db != 0.f ? 1.f / db : 0.f;
   return id <= std::numeric_limits<float>::max() ? id : 0.f;
 }
+// A block's scale and sums as every form of quantize_row stores them (h0, h1: its halves' sums).
+PW_INLINE void store_block(int b, float db, int32_t h0, int32_t h1, float* d, float* s, int32_t* n, int32_t* n16) {
+  const int sum = h0 + h1;
+  d[b] = db;
+  s[b] = db * (float)sum;
+  n[b] = sum;
+  if (n16) n16[2 * b] = h0, n16[2 * b + 1] = h1;
+}
 [[maybe_unused]] void quantize_row_scalar(const float* x, int n_blocks, int8_t* q, float* d, float* s, int32_t* n, int32_t* n16) {
   for (int b = 0; b < n_blocks; ++b) {
     const float* xb = x + b * QK;
@@ -222,11 +230,7 @@ inline float inverse_scale(float db) {
       q[b * QK + j] = (int8_t)v;
       half[j / (QK / 2)] += v;
     }
-    const int sum = half[0] + half[1];
-    d[b] = db;
-    s[b] = db * (float)sum;
-    n[b] = sum;
-    if (n16) n16[2 * b] = half[0], n16[2 * b + 1] = half[1];
+    store_block(b, db, half[0], half[1], d, s, n, n16);
   }
 }
 #if defined(__AVX2__)
@@ -257,11 +261,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
     const __m256i b8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w16, x16), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i*)(q + b * QK), b8);
     const int32_t h0 = hsum8_epi32(_mm256_add_epi32(iv[0], iv[1])), h1 = hsum8_epi32(_mm256_add_epi32(iv[2], iv[3]));
-    const int sum = h0 + h1;
-    d[b] = db;
-    s[b] = db * (float)sum;
-    n[b] = sum;
-    if (n16) n16[2 * b] = h0, n16[2 * b + 1] = h1;
+    store_block(b, db, h0, h1, d, s, n, n16);
   }
 }
 #elif defined(PW_NEON)
@@ -283,11 +283,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
     }
     const int32_t h0 = vaddvq_s32(vaddq_s32(vaddq_s32(iv[0], iv[1]), vaddq_s32(iv[2], iv[3])));
     const int32_t h1 = vaddvq_s32(vaddq_s32(vaddq_s32(iv[4], iv[5]), vaddq_s32(iv[6], iv[7])));
-    const int sum = h0 + h1;
-    d[b] = db;
-    s[b] = db * (float)sum;
-    n[b] = sum;
-    if (n16) n16[2 * b] = h0, n16[2 * b + 1] = h1;
+    store_block(b, db, h0, h1, d, s, n, n16);
   }
 }
 #else
