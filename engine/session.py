@@ -493,7 +493,8 @@ class ChatSession:
         reason = "max_tokens"
         t_start = time.perf_counter()
         t_first = t_last_stats = None
-        if chunk is None:
+        new_reply = chunk is None
+        if new_reply:
             chunk = Chunk(len(self.messages), array("i"), self.decoder.ring.next_pos)
             self._chunks.append(chunk)
             self.messages.append({"role": "assistant", "content": "", "pinned": False})
@@ -501,6 +502,14 @@ class ChatSession:
             text_out.push(t)
         earlier = list(chunk.ids)
         yield Stats(self.stats())
+        if new_reply and self._cancel.is_set():
+            # A Stop that came while the prompt was read (after stream() had cleared the flag):
+            # no reply at all, not one token shown after the Stop. The prompt is in the cache with
+            # no reply chunk after it, so the next turn re-encodes, as after a cancelled prefill.
+            self._chunks.pop(), self.messages.pop()
+            self._dirty = True
+            yield self._done("cancelled", [], prompt_tokens, prefill_s, 0.0, 0.0)
+            return
         self.drafter.stats = DraftStats()  # Done reports this reply's drafts
         todo = deque([sampler(logits, self._recent)])  # sampled; only the last is not yet cached
         while True:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 import json
+import threading
 import time
 
 import pytest
@@ -456,15 +457,33 @@ def test_a_refused_setting_leaves_the_working_one_in_force(win, qtbot, monkeypat
     panel.load(win.settings)
 
 
-def test_stop_before_the_first_token_keeps_the_question_for_regenerate(win, qtbot, data_dir):
+def test_stop_before_the_first_token_keeps_the_question_for_regenerate(win, qtbot, data_dir, monkeypatch):
     idle(win, qtbot)
     n = len(win.chat.messages())
+    # Hold the engine thread at the very start of the turn -- the worker's generate() asks
+    # _cancelled(request) before it starts the session's stream -- so the Stop below is certainly
+    # in before any token (a bare send(); stop() raced the engine, which often answered first).
+    worker = win.engine.worker
+    entered, release = threading.Event(), threading.Event()
+    cancelled = worker._cancelled
+
+    def held(request):
+        entered.set()
+        release.wait(REPLY_TIMEOUT_MS / 1000)  # (never for ever: a failed test must not hang the thread)
+        return cancelled(request)
+
+    monkeypatch.setattr(worker, "_cancelled", held)
     win.input.setPlainText("a question stopped at once")
-    with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
-        win.send()
-        win.stop()  # before the engine thread even starts on it
-    if blocker.args[0].reply:
-        pytest.skip("the engine answered a token before the stop arrived")
+    try:
+        with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
+            win.send()
+            qtbot.waitUntil(entered.is_set, timeout=REPLY_TIMEOUT_MS)  # the engine is on this turn...
+            win.stop()  # ...and Stop comes before it has read the prompt or written a token
+            release.set()
+    finally:
+        release.set()
+    monkeypatch.undo()  # the Regenerate below is a real, unheld reply
+    assert blocker.args[0].reason == "cancelled" and blocker.args[0].reply == ""
     msgs = win.chat.messages()
     assert len(msgs) == n + 1 and msgs[-1].role == "user"  # no empty reply bubble
     assert [r.role for r in stored(data_dir, win.current_id)][-1] == "user"

@@ -84,6 +84,31 @@ def test_cancel_from_another_thread(tiny):
     run(s.stream("and again"))  # the session is still usable
 
 
+def test_cancel_while_the_prompt_is_read_shows_no_token(tiny):
+    """A Stop that lands after stream() began (it clears the flag) but before the first token, as
+    the window's Stop does when the worker is already on the turn: no token after it, no reply
+    kept, the question left for Regenerate."""
+    from engine.events import Stats
+
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    run(s.stream("first"))
+    events = []
+    for ev in s.stream("a question stopped at once"):
+        events.append(ev)
+        if isinstance(ev, Stats) and len(events) == 1:  # the first event: the prompt is read
+            s.cancel()
+    assert not [e for e in events if isinstance(e, Token)]
+    done = events[-1]
+    assert isinstance(done, Done) and done.reason == "cancelled" and done.reply == "" and done.generated_tokens == 0
+    assert [m["role"] for m in s.messages] == ["user", "assistant", "user"]
+    _, d = run(s.regenerate())  # the question answered after all, from a re-read cache
+    assert d.reason == "max_tokens" and d.reply == s.messages[-1]["content"]
+    ref = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    ref.load_history(s.messages[:-1])
+    _, r = run(ref.regenerate())
+    assert r.reply == d.reply  # the same answer as a session that never saw the Stop
+
+
 def test_regenerate_and_edit(tiny):
     s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG.with_(temperature=0.9, seed=1))
     _, d1 = run(s.stream("tell me"))
