@@ -306,8 +306,9 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // chunk's tile then reads one sequential stream instead of K streams a group apart (and K more
 // for the scales): in a harness of this tile over 151 MB (the 1.7B up projection's shape), one
 // core drew 12-16 GB/s from DRAM through four streams and 14-19 GB/s through one.
-// Every weight value is then unsigned (0..255 or 0..15) and the offset (128, 8, or m) is
-// applied through the x block's sum: sum(w x) = d_w d_x sum(u q_x) + offset * d_x sum(q_x).
+// Every weight value is then unsigned (0..255 or 0..15) and the offset is applied through the x
+// block's sum: a constant one (128, 8) on the integers, sum(w q_x) = sum(u q_x) - 128 sum(q_x)
+// (block_offset), and q4_1's stored min m in float: sum(w x) = d_w d_x sum(u q_x) + m d_x sum(q_x).
 //
 // q4_k is llama.cpp's Q4_K as stored, 4.5 bits a value: super-blocks of 256 values (8 blocks of
 // 32), w = d * scale[j] * q - dmin * min[j] with f16 d and dmin per super-block and 6-bit scale
@@ -375,8 +376,8 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 //   iq3_s: bytes 104 + row / 2: ls, rows 2i and 2i + 1 in the low and high nibble (4 bytes).
 // Per group and super-block: d, 8 f16. The tiles look the grid up per step (a gather of the 8
 // rows' entries on AVX2), give each value its sign, and multiply as q8_0's unsigned w + 128
-// (NEON's dotprod and baseline and the SSE tile: signed w, as iq4's) with dw = db and coef =
-// -128 db. The files' 98 and 110 bytes a row and super-block.
+// (NEON's dotprod and baseline and the SSE tile: signed w, as iq4's) with dw = db, the 128
+// coming off the integer sum as q8_0's. The files' 98 and 110 bytes a row and super-block.
 //
 // iq2_xxs, iq2_xs, iq2_s, iq1_s and iq1_m are IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S and IQ1_M as stored:
 // per 32 values 4 indices into llama.cpp's grids of 8 values (IQ2XXS_GRID, 256 entries;
@@ -1632,6 +1633,16 @@ constexpr bool halves16() { return F == Fmt::Q6_K || F == Fmt::Q3_K || F == Fmt:
 // Their offset, applied to each half's integer sum: sum((q - off) x) = sum(q x) - off sum(x).
 template <Fmt F>
 constexpr int half_offset() { return F == Fmt::Q6_K ? 32 : F == Fmt::Q3_K ? 4 : 0; }
+// The formats whose stored unsigned u is the weight plus a constant (q8_0, iq4 and iq3: w + 128;
+// q4_0: w + 8; q5_0: w + 16). The offset comes off each block's integer sum, sum((u - off) x) =
+// sum(u x) - off sum(x): exact, and an integer step where a float tail (coef = -off dw times x's
+// scaled sum) took a second fused multiply-add a block, on the pipes the dot products share
+// (tile512, one thread, 2,048 x 2,048, 64 rows: q8_0 and q4_0 257-262 -> 305-312 G MAC/s, iq4_xs
+// 258-260 -> 290-292). Formats with a stored min (q4_1, q5_1, the K-quants' mins) keep the tail.
+template <Fmt F>
+constexpr int block_offset() {
+  return F == Fmt::Q8_0 || iq4<F>() || iq3<F>() ? 128 : F == Fmt::Q4_0 ? 8 : F == Fmt::Q5_0 ? 16 : 0;
+}
 template <Fmt F>
 constexpr bool two_bit() { return F == Fmt::Q3_K || F == Fmt::Q2_K; }  // 2-bit steps (q3_k's low bits)
 template <Fmt F>
@@ -1930,8 +1941,9 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
               if constexpr (iq4<F>()) u = IQ4_U[u];
               sum += u * xb[4 * k + j];
             }
+          if constexpr (block_offset<F>() != 0) sum -= block_offset<F>() * x[r].n[b];
           acc = std::fma((float)sum, dw * x[r].d[b], acc);  // (fused as the vector tiles' are, whatever
-          tail = std::fma(coef, x[r].s[b], tail);            // the compiler's contraction default)
+          if constexpr (block_offset<F>() == 0) tail = std::fma(coef, x[r].s[b], tail);  // the compiler's contraction default)
         }
         out[r * out_stride + g * GROUP + row] = acc + tail;
       }
@@ -2366,9 +2378,10 @@ PW_INLINE void row_step(const GroupW& gw, const __m256i* xv, const RowX& rx, __m
   }
   // q4: w[k] pairs with x values 4k..4k+3 for k < 4 and 16+4(k-4).. for k >= 4, and xv[k]
   // holds values 4k..4k+3: the same groups for every k (xv[4] = values 16..19).
-  const __m256i s = sum_steps<F, 8>(w, xv, rx.n);
+  __m256i s = sum_steps<F, 8>(w, xv, rx.n);
+  if constexpr (block_offset<F>() != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(block_offset<F>() * rx.n));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(rx.d)), acc);
-  tail = _mm256_fmadd_ps(coef, _mm256_set1_ps(rx.s), tail);
+  if constexpr (block_offset<F>() == 0) tail = _mm256_fmadd_ps(coef, _mm256_set1_ps(rx.s), tail);
 }
 
 // R quantized x rows re-laid for the packed row tiles (tile512, tile_packed), block by block:
@@ -2528,9 +2541,11 @@ void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const in
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);
           }
         } else {
-          const __m512i s = sum_steps512<8, R>(w, xq);
+          __m512i s = sum_steps512<8, R>(w, xq);
+          if constexpr (block_offset<F>() != 0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(block_offset<F>() * bi[10 * R + r]));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
-          tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(bf[R + r]), tail[r]);
+          if constexpr (block_offset<F>() == 0)
+            tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(bf[R + r]), tail[r]);
         }
       }
     }
@@ -2913,10 +2928,13 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
                                      _mm_add_epi16(_mm_maddubs_epi16(w[4 * h + 2], xr[4 * h + 2]), _mm_maddubs_epi16(w[4 * h + 3], xr[4 * h + 3])));
               sum = _mm_add_epi32(_mm_madd_epi16(p[0], ones), _mm_madd_epi16(p[1], ones));
             }
+            if constexpr (block_offset<F>() != 0) sum = _mm_sub_epi32(sum, _mm_set1_epi32(block_offset<F>() * x[r].n[b]));
             const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
             acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
-            const __m128d sx = _mm_set1_pd((double)x[r].s[b]);
-            tail[r][g][hr] = fma_exact(cfd, {sx, sx}, tail[r][g][hr]);
+            if constexpr (block_offset<F>() == 0) {
+              const __m128d sx = _mm_set1_pd((double)x[r].s[b]);
+              tail[r][g][hr] = fma_exact(cfd, {sx, sx}, tail[r][g][hr]);
+            }
           }
         }
       }
@@ -2964,9 +2982,11 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         for (int r = 0; r < R; ++r) {
           __m128i sum = _mm_setzero_si128();
           for (int k = 0; k < 8; ++k) sum = _mm_add_epi32(sum, dot4_128(w[k], xv[r][k]));
+          if constexpr (block_offset<F>() != 0) sum = _mm_sub_epi32(sum, _mm_set1_epi32(block_offset<F>() * x[r].n[b]));
           acc[r][g][h] = _mm_add_ps(acc[r][g][h],
                                     _mm_mul_ps(_mm_cvtepi32_ps(sum), _mm_mul_ps(dw, _mm_set1_ps(x[r].d[b]))));
-          tail[r][g][h] = _mm_add_ps(tail[r][g][h], _mm_mul_ps(cf, _mm_set1_ps(x[r].s[b])));
+          if constexpr (block_offset<F>() == 0)
+            tail[r][g][h] = _mm_add_ps(tail[r][g][h], _mm_mul_ps(cf, _mm_set1_ps(x[r].s[b])));
         }
       }
     }
@@ -2980,9 +3000,9 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 // The tile on ARM64. A group's 8 output rows are two 4-lane halves (rows 0-3 and 4-7): each
 // 32-byte step of the layout is two 16-byte registers, and each row's x block two more. The
 // integer sum of a row and block is exact whatever instructions form it, and the float work
-// after it is the x86 tile's, operation for operation (the sum as f32 times dw * dx fused into
-// acc; coef * dx sum(q) fused into tail; then acc + tail), so an ARM build computes the x86
-// build's bits. The integer sums:
+// after it is the x86 tile's, operation for operation (the sum, less a constant offset's term,
+// as f32 times dw * dx fused into acc; a stored min's coef * dx sum(q) fused into tail; then
+// acc + tail), so an ARM build computes the x86 build's bits. The integer sums:
 //  - i8mm: usdot (unsigned x signed, as VNNI's dpbusd) by lane against the row's x block, and
 //    usmmla for pairs of rows: a 2x8 by 8x2 product, 32 multiplies an instruction instead of 16.
 //    Its operands want 8 consecutive values of a row, so two steps are zipped 4 bytes at a time
@@ -3535,13 +3555,16 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
         block_scales<F>(wd, wm, b, g, G, dw, coef);
       }
       for (int r = 0; r < R; ++r) {
-        if constexpr (signed_u<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
-          const int32x4_t off = vdupq_n_s32(128 * x[r].n[b]);
-          s[r][0] = vaddq_s32(s[r][0], off), s[r][1] = vaddq_s32(s[r][1], off);
+        // sum((u - off) x) = sum(u x) - off sum(x), where the dot product took (u - 128) (signed_u)
+        // or u itself
+        constexpr int shift = block_offset<F>() - (signed_u<F>() ? 128 : 0);
+        if constexpr (shift != 0) {
+          const int32x4_t off = vdupq_n_s32(shift * x[r].n[b]);
+          s[r][0] = vsubq_s32(s[r][0], off), s[r][1] = vsubq_s32(s[r][1], off);
         }
         for (int h = 0; h < 2; ++h)
           acc[r][g][h] = vfmaq_f32(acc[r][g][h], vcvtq_f32_s32(s[r][h]), vmulq_n_f32(dw[h], x[r].d[b]));
-        if constexpr (FOLD)
+        if constexpr (FOLD && block_offset<F>() == 0)
           for (int h = 0; h < 2; ++h) ftail[r][g][h] = vfmaq_n_f32(ftail[r][g][h], coef[h], x[r].s[b]);
       }
     }
@@ -3555,7 +3578,9 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   for (int g = 0; g < G; ++g) {
     float32x4_t tail[R][2];
     for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
-    if constexpr (!halves16<F>())  // (q6_k and q3_k have no offset term: their tail stays 0, as x86's)
+    // (q6_k and q3_k, and the formats whose offset comes off the integer sums, have no tail:
+    // theirs stays 0, as x86's)
+    if constexpr (!halves16<F>() && block_offset<F>() == 0)
       for (int b = 0; b < nb; ++b) {
         float32x4_t dw[2], coef[2];
         block_scales<F>(wd, wm, b, g, G, dw, coef);
