@@ -307,7 +307,7 @@ void quantize_row(const float* x, int n_blocks, int8_t* q, float* d, float* s, i
 // for the scales): in a harness of this tile over 151 MB (the 1.7B up projection's shape), one
 // core drew 12-16 GB/s from DRAM through four streams and 14-19 GB/s through one.
 // Every weight value is then unsigned (0..255 or 0..15) and the offset is applied through the x
-// block's sum: a constant one (128, 8) on the integers, sum(w q_x) = sum(u q_x) - 128 sum(q_x)
+// block's sum: a constant one (128, 8, 16) on the integers, sum(w q_x) = sum(u q_x) - 128 sum(q_x)
 // (block_offset), and q4_1's stored min m in float: sum(w x) = d_w d_x sum(u q_x) + m d_x sum(q_x).
 //
 // q4_k is llama.cpp's Q4_K as stored, 4.5 bits a value: super-blocks of 256 values (8 blocks of
@@ -3008,13 +3008,15 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 //    Its operands want 8 consecutive values of a row, so two steps are zipped 4 bytes at a time
 //    (one zip per 16 weight bytes, shared by every pair of rows in the tile);
 //  - dotprod: sdot by lane, signed x signed: q8_0's stored u = w + 128 is flipped back to w
-//    (u ^ 0x80) and 128 * sum(q) added back to the sum (4-bit values are < 128 as they are);
+//    (u ^ 0x80), which is the sum less its offset already (4-bit values are < 128 as they are,
+//    and their 8 or 16 comes off as on x86);
 //  - baseline NEON: smull/smlal into 16-bit lanes (two q8 products, or eight 4-bit ones, fit
 //    in one), then sadalp/addp into each row's 32-bit sum.
 // q5_x, q6_k and iq4 are first unpacked into q8_0's 8 steps of a block (block_steps: shift-and-
 // insert of the high bits, tbl for iq4's values) and multiplied as q8_0 is (step_sums).
-// The offsets' term runs in a second pass over the scales (the same fused chain per lane as
-// x86's tail, block by block), which leaves the main loop's registers to acc and the sums.
+// A stored min's term (q4_1, q5_1; q4_k's and q5_k's from a chunk's expanded scales) runs in a
+// second pass over the scales (the same fused chain per lane as x86's tail, block by block),
+// which leaves the main loop's registers to acc and the sums.
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 constexpr bool kQ8Signed = false;  // usdot/usmmla take the stored unsigned weights as they are
 #else
@@ -3027,7 +3029,7 @@ inline void unroll(Fn&& fn, std::integer_sequence<int, K...>) {
 }
 
 // Where the integer products are signed x signed (dotprod, baseline NEON), iq4's values are
-// looked up as themselves (IQ4_U - 128) and 128 sum(q) added back, as for q8_0.
+// looked up as themselves (IQ4_U - 128): the sum has no offset left to take off, as for q8_0.
 template <Fmt F>
 constexpr bool signed_u() { return kQ8Signed && (F == Fmt::Q8_0 || iq4<F>() || iq3<F>()); }
 

@@ -457,28 +457,44 @@ def test_a_refused_setting_leaves_the_working_one_in_force(win, qtbot, monkeypat
     panel.load(win.settings)
 
 
-def test_stop_before_the_first_token_keeps_the_question_for_regenerate(win, qtbot, data_dir, monkeypatch):
+@pytest.mark.parametrize("where", ["before the turn", "while the prompt is read"])
+def test_stop_before_the_first_token_keeps_the_question_for_regenerate(win, qtbot, data_dir, monkeypatch, where):
     idle(win, qtbot)
     n = len(win.chat.messages())
-    # Hold the engine thread at the very start of the turn -- the worker's generate() asks
-    # _cancelled(request) before it starts the session's stream -- so the Stop below is certainly
-    # in before any token (a bare send(); stop() raced the engine, which often answered first).
+    # Hold the engine thread until the Stop below is in, so that it certainly comes before any
+    # token (a bare send(); stop() raced the engine, which often answered first).
     worker = win.engine.worker
     entered, release = threading.Event(), threading.Event()
-    cancelled = worker._cancelled
 
-    def held(request):
+    def hold():
         entered.set()
         release.wait(REPLY_TIMEOUT_MS / 1000)  # (never for ever: a failed test must not hang the thread)
-        return cancelled(request)
 
-    monkeypatch.setattr(worker, "_cancelled", held)
+    if where == "before the turn":  # the worker's generate() asks _cancelled(request) before the stream
+        cancelled = worker._cancelled
+
+        def held(request):
+            hold()
+            return cancelled(request)
+
+        monkeypatch.setattr(worker, "_cancelled", held)
+    else:  # the session's stream began (clearing its stop flag), read the prompt and sent its first event
+        stream = worker.session.stream
+
+        def held_stream(text, **overrides):
+            events = stream(text, **overrides)
+            first = next(events)
+            hold()
+            yield first
+            yield from events
+
+        monkeypatch.setattr(worker.session, "stream", held_stream)
     win.input.setPlainText("a question stopped at once")
     try:
         with qtbot.waitSignal(win.replyFinished, timeout=REPLY_TIMEOUT_MS) as blocker:
             win.send()
             qtbot.waitUntil(entered.is_set, timeout=REPLY_TIMEOUT_MS)  # the engine is on this turn...
-            win.stop()  # ...and Stop comes before it has read the prompt or written a token
+            win.stop()  # ...and Stop comes before it has written a token
             release.set()
     finally:
         release.set()
