@@ -1066,6 +1066,10 @@ void check_attention(std::mt19937& rng) {
       {"mha long rows hd64", 16, 16, 64, 150, 9, 2, 140, false},
       {"gqa2 long rows hd128", 16, 8, 128, 90, 4, 2, 80, false},
       {"hd256 long rows", 4, 4, 256, 70, 3, 1, 66, false},
+      // a decode step with few KV heads split three ways (keys, softmax, value columns; 512+ keys)
+      {"gqa3 decode split hd64", 9, 3, 64, 600, 3, 4, 590, false},
+      {"one kv head decode split hd128", 4, 1, 128, 540, 2, 2, 530, false},
+      {"mha3 decode split hd128", 3, 3, 128, 520, 2, 1, 515, false},
       // a chunk of more rows than a block (two row blocks, each with its own keys)
       {"mha two row blocks hd64", 8, 8, 64, 30, 70, 2, 90, false},
   };
