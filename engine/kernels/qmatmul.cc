@@ -4834,20 +4834,26 @@ void run_values(const Src& src, int nh, const int* keys, int n, int N, float* sc
   }
 }
 
-#if defined(PW_ATT512)
-// The value sums over all n keys, in order, of NB blocks of 16 columns from column f0 of the
-// cache row (head e = column / hd; blocks may run across heads), for each head's G query heads,
-// scaled by inv (softmax's 1 / sum): a decode step's values split by columns, not by heads, so
+// The value sums over all n keys, in order, of NB blocks of SPAN_W columns (a register's
+// lanes: 16 on AVX-512, 8 elsewhere) from column f0 of the cache row (head e = column / hd;
+// blocks may run across heads), for each head's G query heads, scaled by inv (softmax's
+// 1 / sum): a decode step's values split by columns, not by heads, so
 // that a model with few KV heads (the default one's 3 on 2 threads) keeps every thread busy, each
 // with one pass over the keys. Each lane's fma chain is attend_group's and values_pass's (from
 // zero, keys in order), so the bits are theirs.
+#if defined(PW_ATT512)
+constexpr int SPAN_W = 16, SPAN_REGS = 24;
+#else
+constexpr int SPAN_W = 8, SPAN_REGS = 12;  // (16 AVX2 registers; NEON's vf8 is two of its 32)
+#endif
 template <int G, int NB, class Src>
 void values_span(const Src& src, int f0, int hd, const int* keys, int n, int N, const float* sc, const float* inv,
                  float* dst) {
   constexpr int AHEAD = 8;
   for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch_v(keys[u]);
   const float* s[NB];  // block b's first query head's scores (its G rows are N apart)
-  for (int b = 0; b < NB; ++b) s[b] = sc + (size_t)((f0 + 16 * b) / hd) * G * N;
+  for (int b = 0; b < NB; ++b) s[b] = sc + (size_t)((f0 + SPAN_W * b) / hd) * G * N;
+#if defined(PW_ATT512)
   __m512 acc[NB][G];
   for (int b = 0; b < NB; ++b)
     for (int h = 0; h < G; ++h) acc[b][h] = _mm512_setzero_ps();
@@ -4864,14 +4870,31 @@ void values_span(const Src& src, int f0, int hd, const int* keys, int n, int N, 
     for (int h = 0; h < G; ++h)
       _mm512_storeu_ps(dst + (size_t)(e * G + h) * hd + c, _mm512_mul_ps(acc[b][h], _mm512_set1_ps(inv[e * G + h])));
   }
+#else
+  vf8 acc[NB][G];
+  for (int b = 0; b < NB; ++b)
+    for (int h = 0; h < G; ++h) acc[b][h] = v8_zero();
+  for (int j = 0; j < n; ++j) {
+    if (j + AHEAD < n) src.prefetch_v(keys[j + AHEAD]);
+    const typename Src::Row r = src.vrow(keys[j]);
+    for (int b = 0; b < NB; ++b) {
+      const vf8 v = src.at(r, f0 + 8 * b);
+      for (int h = 0; h < G; ++h) acc[b][h] = v8_fma(v8_set1(s[b][(size_t)h * N + j]), v, acc[b][h]);
+    }
+  }
+  for (int b = 0; b < NB; ++b) {
+    const int e = (f0 + 8 * b) / hd, c = (f0 + 8 * b) % hd;
+    for (int h = 0; h < G; ++h) v8_store(dst + (size_t)(e * G + h) * hd + c, v8_mul(acc[b][h], v8_set1(inv[e * G + h])));
+  }
+#endif
 }
-// values_span for a run-time block count (1 .. min(8, 24 / G): the registers it holds).
+// values_span for a run-time block count (1 .. min(8, SPAN_REGS / G): the registers it holds).
 template <int G, class Src>
 void values_spans(const Src& src, int f0, int nb, int hd, const int* keys, int n, int N, const float* sc,
                   const float* inv, float* dst) {
   auto run = [&](auto k) {
     constexpr int NB = decltype(k)::value;
-    if constexpr (NB * G <= 24) values_span<G, NB>(src, f0, hd, keys, n, N, sc, inv, dst);
+    if constexpr (NB * G <= SPAN_REGS) values_span<G, NB>(src, f0, hd, keys, n, N, sc, inv, dst);
   };
   switch (nb) {
     case 1: return run(std::integral_constant<int, 1>{});
@@ -4884,7 +4907,6 @@ void values_spans(const Src& src, int f0, int nb, int hd, const int* keys, int n
     case 8: return run(std::integral_constant<int, 8>{});
   }
 }
-#endif
 
 // fn(std::integral_constant<int, G>) for a group size (query heads a KV head) the decode paths
 // compile (run_scores, run_values, attend_group); false for any other.
@@ -4907,7 +4929,7 @@ bool by_group(int G, Fn&& fn) {
 // key ranges and column spans (see attention_rows): below it one pass per KV head costs about
 // the same (the default model, bench.step_time: 200 cached tokens alike, 400 3.97-4.57 ->
 // 3.34-3.97 ms a step).
-#if defined(PW_ATT512)
+#if defined(PW_VEC8)
 constexpr int SPLIT_DECODE_KEYS = 256;
 #endif
 
@@ -4977,13 +4999,12 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
       });
       return;
     }
-#if defined(PW_ATT512)
     // Short rows with fewer KV heads than twice the workers (the default model: 3 on 2 threads, one
     // thread doing two heads' work while the other waited), once there are keys enough to pay for
     // the extra pass: the scores by ranges of keys (every head), each query head's softmax, then
     // the values by even spans of the row's columns. The same arithmetic per key and lane
     // (run_scores, values_span), so the same bits as attend_group.
-    if (grouped && KVH < 2 * workers && hd % 16 == 0 && n >= SPLIT_DECODE_KEYS) {
+    if (grouped && KVH < 2 * workers && hd % SPAN_W == 0 && n >= SPLIT_DECODE_KEYS) {
       thread_local std::vector<float> scores, inv_tl;  // the caller's: every pass reads them
       if (scores.size() < (size_t)H * N) scores.resize((size_t)H * N);
       inv_tl.resize(H);
@@ -4996,17 +5017,16 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         by_group(G, [&](auto g) { run_scores<decltype(g)::value>(all, KVH, kp, j0, j1, N, sink, ord, qw, qs, hd, sc); });
       });
       for (int p = 0; p < H; ++p) inv[p] = 1.f / softmax_inplace(sc + (size_t)p * N, n, scale);  // (~1 us a head)
-      // the row's 16-column blocks in even spans, one a thread where a span's G accumulators a
-      // block fit in 24 registers (and values_spans' 8 blocks)
-      const int blocks = kv_dim / 16, per = std::min(8, std::max(1, 24 / G));
+      // the row's blocks of SPAN_W columns in even spans, one a thread where a span's G
+      // accumulators a block fit in SPAN_REGS registers (and values_spans' 8 blocks)
+      const int blocks = kv_dim / SPAN_W, per = std::min(8, std::max(1, SPAN_REGS / G));
       const int spans = std::max(workers, (blocks + per - 1) / per);
       parallel_for(pool_threads, spans, [&](int t) {
         const int b0 = (int)((int64_t)blocks * t / spans), b1 = (int)((int64_t)blocks * (t + 1) / spans);
-        by_group(G, [&](auto g) { values_spans<decltype(g)::value>(all, 16 * b0, b1 - b0, hd, kp, n, N, sc, inv, o); });
+        by_group(G, [&](auto g) { values_spans<decltype(g)::value>(all, SPAN_W * b0, b1 - b0, hd, kp, n, N, sc, inv, o); });
       });
       return;
     }
-#endif
     const int run = std::max(1, KVH / (2 * threads)), n_tasks = (KVH + run - 1) / run;
     parallel_for(pool_threads, grouped ? n_tasks : H, [&](int task) {
       thread_local std::vector<float> sc;
