@@ -1637,8 +1637,9 @@ constexpr int half_offset() { return F == Fmt::Q6_K ? 32 : F == Fmt::Q3_K ? 4 : 
 // q4_0: w + 8; q5_0: w + 16). The offset comes off each block's integer sum, sum((u - off) x) =
 // sum(u x) - off sum(x): exact, and an integer step where a float tail (coef = -off dw times x's
 // scaled sum) took a second fused multiply-add a block, on the pipes the dot products share
-// (tile512, one thread, 2,048 x 2,048, 64 rows: q8_0 and q4_0 257-262 -> 305-312 G MAC/s, iq4_xs
-// 258-260 -> 290-292). Formats with a stored min (q4_1, q5_1, the K-quants' mins) keep the tail.
+// (bench/qmatmul_rows.cc, one thread, 2,048 x 2,048, 64 rows: q8_0 251 -> 294-298 G MAC/s, q4_0
+// 254-256 -> 302-303, iq4_xs 250-251 -> 280-287). Formats with a stored min (q4_1, q5_1, the
+// K-quants' mins) keep the tail.
 template <Fmt F>
 constexpr int block_offset() {
   return F == Fmt::Q8_0 || iq4<F>() || iq3<F>() ? 128 : F == Fmt::Q4_0 ? 8 : F == Fmt::Q5_0 ? 16 : 0;
@@ -4837,9 +4838,9 @@ void run_values(const Src& src, int nh, const int* keys, int n, int N, float* sc
 // The value sums over all n keys, in order, of NB blocks of SPAN_W columns (a register's
 // lanes: 16 on AVX-512, 8 elsewhere) from column f0 of the cache row (head e = column / hd;
 // blocks may run across heads), for each head's G query heads, scaled by inv (softmax's
-// 1 / sum): a decode step's values split by columns, not by heads, so
-// that a model with few KV heads (the default one's 3 on 2 threads) keeps every thread busy, each
-// with one pass over the keys. Each lane's fma chain is attend_group's and values_pass's (from
+// 1 / sum): a decode step's values split by columns, not by heads, so that a model with few KV
+// heads (the default one's 3 on 2 threads) keeps every thread busy, each with one pass over the
+// keys. Each lane's fma chain is attend_group's and values_pass's (from
 // zero, keys in order), so the bits are theirs.
 #if defined(PW_ATT512)
 constexpr int SPAN_W = 16, SPAN_REGS = 24;
