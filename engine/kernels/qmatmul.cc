@@ -4972,19 +4972,23 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     // contiguous bytes of each row per task (a run of one head would stride again on a machine
     // with many cores). Short rows are a few lines: one KV head a task reads them well.
     const size_t head_bytes = (size_t)hd * CacheSrc<T>::es;
-    if (grouped && long_rows) {
-      thread_local std::vector<float> scores;  // [H][N], the caller's: both passes share it
+    // The first pass of both split paths below: every head's scores by ranges of keys
+    // (run_scores), into [H][N], the caller's buffer (the later passes read it on any thread).
+    thread_local std::vector<float> scores;
+    const int* kp = keys.data();
+    const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, row_bytes};
+    auto scores_by_ranges = [&]() {
       if (scores.size() < (size_t)H * N) scores.resize((size_t)H * N);
       float* sc = scores.data();
-      const int* kp = keys.data();
       const int n_ranges = std::min(workers, std::max(1, n / 64));
       parallel_for(pool_threads, n_ranges, [&](int t) {
-        const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, row_bytes};
         const int j0 = (int)((int64_t)n * t / n_ranges), j1 = (int)((int64_t)n * (t + 1) / n_ranges);
-        by_group(G, [&](auto g) {
-          run_scores<decltype(g)::value>(all, KVH, kp, j0, j1, N, sink, ord, qw, qs, hd, sc);
-        });
+        by_group(G, [&](auto g) { run_scores<decltype(g)::value>(all, KVH, kp, j0, j1, N, sink, ord, qw, qs, hd, sc); });
       });
+      return sc;
+    };
+    if (grouped && long_rows) {
+      float* sc = scores_by_ranges();
       const int per_task = std::max<int>({1, (KVH + 2 * workers - 1) / (2 * workers),
                                           (int)std::min<size_t>(KVH, (512 + head_bytes - 1) / head_bytes)});
       parallel_for(pool_threads, (KVH + per_task - 1) / per_task, [&](int task) {
@@ -5006,17 +5010,9 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
     // the values by even spans of the row's columns. The same arithmetic per key and lane
     // (run_scores, values_span), so the same bits as attend_group.
     if (grouped && KVH < 2 * workers && hd % SPAN_W == 0 && n >= SPLIT_DECODE_KEYS) {
-      thread_local std::vector<float> scores, inv_tl;  // the caller's: every pass reads them
-      if (scores.size() < (size_t)H * N) scores.resize((size_t)H * N);
+      thread_local std::vector<float> inv_tl;  // (the caller's, as scores)
       inv_tl.resize(H);
-      float *sc = scores.data(), *inv = inv_tl.data();
-      const int* kp = keys.data();
-      const CacheSrc<T> all{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, 0, row_bytes};
-      const int n_ranges = std::min(workers, std::max(1, n / 64));
-      parallel_for(pool_threads, n_ranges, [&](int t) {
-        const int j0 = (int)((int64_t)n * t / n_ranges), j1 = (int)((int64_t)n * (t + 1) / n_ranges);
-        by_group(G, [&](auto g) { run_scores<decltype(g)::value>(all, KVH, kp, j0, j1, N, sink, ord, qw, qs, hd, sc); });
-      });
+      float *sc = scores_by_ranges(), *inv = inv_tl.data();
       for (int p = 0; p < H; ++p) inv[p] = 1.f / softmax_inplace(sc + (size_t)p * N, n, scale);  // (~1 us a head)
       // the row's blocks of SPAN_W columns in even spans, one a thread where a span's G
       // accumulators a block fit in SPAN_REGS registers (and values_spans' 8 blocks)
@@ -5039,7 +5035,6 @@ void attention_rows(int pool_threads, const float* qw, const float* qs, int C, i
         const CacheSrc<T> src{kbase, vbase, ksb, vsb, k_new, v_new, ord, S, kv_dim, g * hd, span};
         const float *q_win = qw + (size_t)h0 * hd, *q_snk = qs + (size_t)h0 * hd;
         float* dst = o + (size_t)h0 * hd;
-        const int* kp = keys.data();
         if (!grouped || !by_group(G, [&](auto gs) {
               attend_group<decltype(gs)::value>(src, kp, n, N, sink, ord, q_win, q_snk, scale, hd, sc.data(), dst);
             }))
