@@ -1646,6 +1646,12 @@ constexpr int block_offset() {
 }
 template <Fmt F>
 constexpr bool two_bit() { return F == Fmt::Q3_K || F == Fmt::Q2_K; }  // 2-bit steps (q3_k's low bits)
+// The formats whose packed-row tiles sum a block's min term (coef times x's scaled sum: q4_1,
+// q5_1, the K-quants with mins) in a pass of their own over the blocks after the integer sums: a
+// row's acc and tail are then never live at once, so a pass's accumulators fit in the registers
+// (see tile512). Each sees the same steps in the same order, so the same bits.
+template <Fmt F>
+constexpr bool mins_pass() { return block_offset<F>() == 0 && !halves16<F>() && !iq12<F>() && !two_bit<F>(); }
 template <Fmt F>
 constexpr bool expanded_scales() { return F == Fmt::Q4_KX || F == Fmt::Q5_KX; }
 template <Fmt F>
@@ -2109,6 +2115,42 @@ PW_INLINE __m256i pw_ternlog_ec(__m256i a, __m256i b, __m256i c) {
 #endif
 }
 
+// The integer operations a block's unpacking takes, under one name for 256- and 512-bit
+// registers, so that unpack_steps is written once for the AVX2 tile's one row group and
+// tile512's pair of them (a 512-bit register: the first group's 32 bytes, then the second's).
+PW_INLINE __m256i v_and(__m256i a, __m256i b) { return _mm256_and_si256(a, b); }
+PW_INLINE __m256i v_or(__m256i a, __m256i b) { return _mm256_or_si256(a, b); }
+PW_INLINE __m256i v_srl16(__m256i a, int n) { return _mm256_srli_epi16(a, n); }
+PW_INLINE __m256i v_sll16(__m256i a, int n) { return _mm256_slli_epi16(a, n); }
+PW_INLINE __m256i v_shuffle(__m256i table, __m256i i) { return _mm256_shuffle_epi8(table, i); }
+PW_INLINE __m256i v_ternlog_ec(__m256i a, __m256i b, __m256i c) { return pw_ternlog_ec(a, b, c); }
+PW_INLINE void v_set1_8(__m256i& v, char c) { v = _mm256_set1_epi8(c); }
+PW_INLINE void v_table16(__m256i& v, const uint8_t* t) { v = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)t)); }
+#if defined(__AVX512BW__)
+PW_INLINE __m512i v_and(__m512i a, __m512i b) { return _mm512_and_si512(a, b); }
+PW_INLINE __m512i v_or(__m512i a, __m512i b) { return _mm512_or_si512(a, b); }
+PW_INLINE __m512i v_srl16(__m512i a, int n) { return _mm512_srli_epi16(a, (unsigned)n); }
+PW_INLINE __m512i v_sll16(__m512i a, int n) { return _mm512_slli_epi16(a, (unsigned)n); }
+PW_INLINE __m512i v_shuffle(__m512i table, __m512i i) { return _mm512_shuffle_epi8(table, i); }
+PW_INLINE __m512i v_ternlog_ec(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xec); }
+PW_INLINE void v_set1_8(__m512i& v, char c) { v = _mm512_set1_epi8(c); }
+PW_INLINE void v_table16(__m512i& v, const uint8_t* t) { v = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i*)t)); }
+#endif
+// 32 bytes of one group's block at offset off, or of a pair's (the second group's in the high half).
+struct LoadGroup {
+  const uint8_t* wb;
+  PW_INLINE __m256i operator()(int off) const { return _mm256_loadu_si256((const __m256i*)(wb + off)); }
+};
+#if defined(__AVX512BW__)
+struct LoadPair {
+  const uint8_t *lo, *hi;
+  PW_INLINE __m512i operator()(int off) const {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i*)(lo + off))),
+                              _mm256_loadu_si256((const __m256i*)(hi + off)), 1);
+  }
+};
+#endif
+
 // An iq3 block of a group as the 8 steps of unsigned w + 128 (q8_0's), 8 rows at once: the rows'
 // grid entries gathered, each value's sign from the row's sign word.
 template <Fmt F>
@@ -2240,13 +2282,11 @@ struct GroupW {
   __m256i w[8];
 };
 template <Fmt F>
-PW_INLINE void group_weights(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, int b, int g, int G, GroupW& o) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+PW_INLINE void group_scales(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, int b, int g, int G, GroupW& o) {
   __m256 &dw = o.dw, &coef = o.coef;
   [[maybe_unused]] __m256* hdw = o.hdw;
   [[maybe_unused]] __m256i &ls_pairs = o.ls_pairs, &mn_pairs = o.mn_pairs;
   [[maybe_unused]] __m256i* mh = o.mh;
-  __m256i* w = o.w;
   dw = _mm256_setzero_ps(), coef = dw;
   const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
   if constexpr (F == Fmt::Q3_K) {
@@ -2268,64 +2308,77 @@ PW_INLINE void group_weights(const uint8_t* wq, const uint16_t* wd, const uint16
   } else {
     block_scales<F>(wd, wm, b, g, G, dw, coef);
   }
+}
+// A block's 8 steps of unsigned weight bytes (8 rows x 4 values each), in 256-bit registers for
+// one group (ld: LoadGroup) or 512-bit ones for a pair (LoadPair): the same operations per byte.
+// tile512 had unpacked each group of its pair in 256-bit registers and joined them, twice the
+// instructions; unpacking the pair at once (one thread, 2,048 x 2,048, 64 rows, three
+// alternations, G MAC/s): Q5_K 260-275 -> 302-316, Q6_K 255-263 -> 270-288, IQ4_XS 305-310 ->
+// 317-335, Q3_K 259-269 -> 270-294, Q4_K 293-307 -> 311-322, Q4_0 342-354 -> 354-368, Q2_K
+// 245-253 -> 254-260, Q8_0 alike (its steps are plain loads either way).
+template <Fmt F, class V, class Load>
+PW_INLINE void unpack_steps(Load ld, V* w) {
+  V m4;
+  v_set1_8(m4, 0x0f);
   if constexpr (F == Fmt::Q8_0) {
-    for (int k = 0; k < 8; ++k) w[k] = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
-  } else if constexpr (iq3<F>()) {
-    iq3_steps8<F>(wb, w);
-  } else if constexpr (iq12<F>()) {
-    iq12_steps8<F>(wb, w);
+    for (int k = 0; k < 8; ++k) w[k] = ld(32 * k);
   } else if constexpr (F == Fmt::Q3_K) {  // q2_k's steps below, with the 3rd bit (bit k of the last 32 bytes) at bit 2
-    const __m256i m3 = _mm256_set1_epi8(3), m04 = _mm256_set1_epi8(4);
-    const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 64));
-    const __m256i hs[8] = {_mm256_slli_epi16(hb, 2), _mm256_slli_epi16(hb, 1), hb, _mm256_srli_epi16(hb, 1),
-                           _mm256_srli_epi16(hb, 2), _mm256_srli_epi16(hb, 3), _mm256_srli_epi16(hb, 4), _mm256_srli_epi16(hb, 5)};
+    V m3, m04;
+    v_set1_8(m3, 3), v_set1_8(m04, 4);
+    const V hb = ld(64);
+    const V hs[8] = {v_sll16(hb, 2), v_sll16(hb, 1), hb, v_srl16(hb, 1), v_srl16(hb, 2), v_srl16(hb, 3), v_srl16(hb, 4), v_srl16(hb, 5)};
     for (int h = 0; h < 2; ++h) {
-      const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * h));
-      const __m256i c[4] = {raw, _mm256_srli_epi16(raw, 2), _mm256_srli_epi16(raw, 4), _mm256_srli_epi16(raw, 6)};
+      const V raw = ld(32 * h);
+      const V c[4] = {raw, v_srl16(raw, 2), v_srl16(raw, 4), v_srl16(raw, 6)};
       for (int k = 0; k < 4; ++k)  // (c & 3) | (hs & 4): imm 0xec = (A & C) | B
-        w[4 * h + k] = pw_ternlog_ec(c[k], _mm256_and_si256(hs[4 * h + k], m04), m3);
+        w[4 * h + k] = v_ternlog_ec(c[k], v_and(hs[4 * h + k], m04), m3);
     }
   } else if constexpr (F == Fmt::Q2_K) {  // step 4h + k: bits 2k of the 32 bytes h
-    const __m256i m3 = _mm256_set1_epi8(3);
+    V m3;
+    v_set1_8(m3, 3);
     for (int h = 0; h < 2; ++h) {
-      const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * h));
-      w[4 * h] = _mm256_and_si256(raw, m3);
-      w[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 2), m3);
-      w[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m3);
-      w[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(raw, 6), m3);
+      const V raw = ld(32 * h);
+      for (int k = 0; k < 4; ++k) w[4 * h + k] = v_and(v_srl16(raw, 2 * k), m3);
     }
   } else {
     for (int k = 0; k < 4; ++k) {
-      const __m256i raw = _mm256_loadu_si256((const __m256i*)(wb + 32 * k));
-      w[k] = _mm256_and_si256(raw, m4);
-      w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      const V raw = ld(32 * k);
+      w[k] = v_and(raw, m4);
+      w[k + 4] = v_and(v_srl16(raw, 4), m4);
     }
   }
   if constexpr (iq4<F>()) {  // each 4-bit index -> its value + 128 (a 16-byte table in every 128-bit lane)
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i*)IQ4_U));
-    for (int k = 0; k < 8; ++k) w[k] = _mm256_shuffle_epi8(table, w[k]);
+    V table;
+    v_table16(table, IQ4_U);
+    for (int k = 0; k < 8; ++k) w[k] = v_shuffle(table, w[k]);
   }
   if constexpr (five_bit<F>()) {  // the 5th bit of value 4k + j at bit k of lane (row, j), of 16 + 4k + j at 4 + k
-    const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 128)), m10 = _mm256_set1_epi8(0x10);
-    w[0] = _mm256_or_si256(w[0], _mm256_and_si256(_mm256_slli_epi16(hb, 4), m10));
-    w[1] = _mm256_or_si256(w[1], _mm256_and_si256(_mm256_slli_epi16(hb, 3), m10));
-    w[2] = _mm256_or_si256(w[2], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m10));
-    w[3] = _mm256_or_si256(w[3], _mm256_and_si256(_mm256_slli_epi16(hb, 1), m10));
-    w[4] = _mm256_or_si256(w[4], _mm256_and_si256(hb, m10));
-    w[5] = _mm256_or_si256(w[5], _mm256_and_si256(_mm256_srli_epi16(hb, 1), m10));
-    w[6] = _mm256_or_si256(w[6], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m10));
-    w[7] = _mm256_or_si256(w[7], _mm256_and_si256(_mm256_srli_epi16(hb, 3), m10));
+    V m10;
+    v_set1_8(m10, 0x10);
+    const V hb = ld(128);
+    for (int k = 0; k < 8; ++k) w[k] = v_or(w[k], v_and(k < 4 ? v_sll16(hb, 4 - k) : v_srl16(hb, k - 4), m10));
   }
   if constexpr (F == Fmt::Q6_K) {  // the high 2 bits of step k sit at bits 2k of each byte: to bits 4-5
-    const __m256i m30 = _mm256_set1_epi8(0x30);
+    V m30;
+    v_set1_8(m30, 0x30);
     for (int h = 0; h < 2; ++h) {
-      const __m256i hb = _mm256_loadu_si256((const __m256i*)(wb + 128 + 32 * h));
-      w[4 * h] = _mm256_or_si256(w[4 * h], _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-      w[4 * h + 1] = _mm256_or_si256(w[4 * h + 1], _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-      w[4 * h + 2] = _mm256_or_si256(w[4 * h + 2], _mm256_and_si256(hb, m30));
-      w[4 * h + 3] = _mm256_or_si256(w[4 * h + 3], _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+      const V hb = ld(128 + 32 * h);
+      for (int k = 0; k < 4; ++k) w[4 * h + k] = v_or(w[4 * h + k], v_and(k < 2 ? v_sll16(hb, 4 - 2 * k) : v_srl16(hb, 2 * k - 4), m30));
     }
   }
+}
+// The formats unpack_steps reads (iq3's and iq2/iq1's grids take their own gathers, 8 rows at a time).
+template <Fmt F>
+constexpr bool plain_steps() { return !iq3<F>() && !iq12<F>() && !float_w<F>(); }
+
+// Group g's block b: its scales and its 8 steps.
+template <Fmt F>
+PW_INLINE void group_weights(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, int b, int g, int G, GroupW& o) {
+  group_scales<F>(wq, wd, wm, b, g, G, o);
+  const uint8_t* wb = wq + ((size_t)b * G + g) * block_bytes<F>();
+  if constexpr (iq3<F>()) iq3_steps8<F>(wb, o.w);
+  else if constexpr (iq12<F>()) iq12_steps8<F>(wb, o.w);
+  else unpack_steps<F>(LoadGroup{wb}, o.w);
 }
 
 // One x row's numbers for a block, as the row tiles read them: its scale d, its sum times d (s),
@@ -2405,7 +2458,11 @@ inline void pack_rows(const QRow* x, int R, int nb, int32_t* xi, float* xf) {
 // formats, 8 for the others (one thread, a 3,584 x 1,024 product, 64 rows, AVX2 without VNNI
 // forced on the AVX-512 EPYC, the 2-row tile -> 4 / 8 rows: Q4_K 2.5 -> 2.1 / 2.3 ms, Q4_0 2.6 ->
 // 2.0 / 2.1, Q6_K 3.2 -> 2.6 / 2.2, Q5_K 2.7 -> 2.2 / 1.9, IQ4_XS 4.6 -> 3.8 / 3.3, Q3_K 3.2 ->
-// 2.4 / 2.1, Q2_K 2.5 -> 2.2 / 2.1, Q8_0 3.9 -> 3.1 / 3.1).
+// 2.4 / 2.1, Q2_K 2.5 -> 2.2 / 2.1, Q8_0 3.9 -> 3.1 / 3.1). As tile512, its rows are unrolled and
+// a min's term is summed in a pass of its own (mins_pass); the same bits. One thread, 2,048 x
+// 2,048, 64 rows, three alternations, G MAC/s: AVX2 Q4_K 90-93 -> 103-107, Q8_0 78-79 -> 81-86,
+// IQ4_XS 73-75 -> 77-78; AVX-VNNI Q4_K 105-110 -> 123-125, Q5_K 125-127 -> 134-139; the other
+// formats within 2-4% either way.
 template <Fmt F>
 constexpr int packed_rows() { return u_max<F>() == 15 ? 4 : 8; }
 template <Fmt F, int R, int G>
@@ -2420,13 +2477,22 @@ void tile_packed(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
       group_weights<F>(wq, wd, wm, b, g, G, gw);
       const int32_t* bi = xi + (size_t)b * 11 * R;
       const float* bf = xf + (size_t)b * 2 * R;
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         __m256i xv[8];
         for (int k = 0; k < 8; ++k) xv[k] = _mm256_set1_epi32(bi[k * R + r]);
         const RowX rx{bf[r], bf[R + r], bi[10 * R + r], {bi[8 * R + r], bi[9 * R + r]}};
-        row_step<F>(gw, xv, rx, acc[r], tail[r]);
+        __m256 unused = _mm256_setzero_ps();  // (a min's tail: summed in a pass of its own, below)
+        row_step<F>(gw, xv, rx, acc[r], mins_pass<F>() ? unused : tail[r]);
       }
     }
+    if constexpr (mins_pass<F>())
+      for (int b = 0; b < nb; ++b) {
+        __m256 dw, coef;
+        block_scales<F>(wd, wm, b, g, G, dw, coef);
+        const float* bf = xf + (size_t)b * 2 * R;
+        for (int r = 0; r < R; ++r) tail[r] = _mm256_fmadd_ps(coef, _mm256_set1_ps(bf[R + r]), tail[r]);
+      }
     for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * out_stride + g * GROUP, _mm256_add_ps(acc[r], tail[r]));
   }
 }
@@ -2469,17 +2535,40 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// The integer sums of N steps in 512-bit lanes (two row groups): sum_steps' two VNNI chains
-// (5-8% faster here than one, though the tile's rows are independent work too), each x word
-// broadcast from memory into the dot product.
+// acc + the dot products of w's bytes with the x word *x in every lane, the word broadcast from
+// memory inside the instruction (vpdpbusd's {1to16} operand). GCC 12 gives the intrinsic's
+// _mm512_set1_epi32 a broadcast instruction of its own, 8 a block and row of x, which the tile's
+// front end paid for: one instruction a dot product instead of two (one thread, 2,048 x 2,048, 64
+// rows, with tile512's unrolled rows: Q6_K 6% faster, Q3_K 4%, Q2_K, IQ4_XS, Q8_0 and Q4_0 2-3%,
+// Q4_K and Q5_K within the noise).
+PW_INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
+#if defined(__GNUC__) || defined(__clang__)
+  asm("vpdpbusd %[x]%{1to16%}, %[w], %[a]" : [a] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
+  return acc;
+#else
+  return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(*x));
+#endif
+}
+// init + the integer sums of N steps in 512-bit lanes (two row groups), each x word broadcast from
+// memory into the dot product. A block's 8 steps take sum_steps' two VNNI chains (5-8% faster
+// here than one, though the tile's rows are independent work too); a half's 4, one chain, which
+// saves a register move and an add (Q6_K 244 -> 258-270 G MAC/s, Q2_K 2-4%, one thread, 2,048 x
+// 2,048, 64 rows). init is the block's offset term (-off x n): an integer start instead of a
+// subtraction at the end, the same sum.
 template <int N, int S>
-PW_INLINE __m512i sum_steps512(const __m512i* w, const int32_t* xq) {  // (x word k at xq[k * S])
-  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-  for (int k = 0; k < N; k += 2) {
-    s0 = _mm512_dpbusd_epi32(s0, w[k], _mm512_set1_epi32(xq[k * S]));
-    s1 = _mm512_dpbusd_epi32(s1, w[k + 1], _mm512_set1_epi32(xq[(k + 1) * S]));
+PW_INLINE __m512i sum_steps512(const __m512i* w, const int32_t* xq, int32_t init = 0) {  // (x word k at xq[k * S])
+  __m512i s0 = _mm512_set1_epi32(init);
+  if constexpr (N == 4) {
+    for (int k = 0; k < N; ++k) s0 = dpbusd_bcast(s0, w[k], xq + k * S);
+    return s0;
+  } else {
+    __m512i s1 = _mm512_setzero_si512();
+    for (int k = 0; k < N; k += 2) {
+      s0 = dpbusd_bcast(s0, w[k], xq + k * S);
+      s1 = dpbusd_bcast(s1, w[k + 1], xq + (k + 1) * S);
+    }
+    return _mm512_add_epi32(s0, s1);
   }
-  return _mm512_add_epi32(s0, s1);
 }
 PW_INLINE __m512 join_ps(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
@@ -2488,12 +2577,34 @@ PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_m
 // and R rows of x (16 for a prefill chunk), read from pack_rows' layout: a 512-bit dot
 // product does twice a 256-bit one's work at the same rate where the core has full-width units
 // (this 2-core AMD EPYC: 7.9 G vpdpbusd a second at either width), and R rows share each pair of
-// groups' unpacking (a pair's accumulators live across its blocks). The groups' weights are
-// unpacked as the AVX2 tile's (group_weights), and every lane sees the same integer sums and the
-// same float steps in the same order, so the outputs are the AVX2 tile's bit for bit. One
+// groups' unpacking (a pair's accumulators live across its blocks). The pair's weights are
+// unpacked by the AVX2 tile's operations (unpack_steps) on both groups at once in 512-bit
+// registers, and every lane sees the same integer sums and the same float steps in the same
+// order, so the outputs are the AVX2 tile's bit for bit. One
 // thread, a 3,584 x 1,024 product, 64 rows (-O3), the 2-row AVX2 tile -> this: Q4_K 1.40 -> 0.94
 // ms, Q5_K 1.8 -> 0.90, Q6_K 2.3 -> 1.0, IQ4_XS 2.0 -> 0.89, Q3_K 2.35 -> 0.95, Q2_K 2.0 -> 1.0,
 // Q8_0 1.39 -> 0.85.
+//
+// A pass's rows are unrolled so that their accumulators stay in registers (a loop over them kept
+// each in memory, loaded and stored every block), and the formats with a min (mins_pass: q4_1,
+// q5_1, the K-quants' X forms) sum its term, tail, in a pass of its own over the blocks
+// (min_pass512): 16 rows' acc and tail and a block's 8 weight registers are 40, more than the 32
+// there are. (Q2_K keeps its tail inline: a pass of its own, which redoes the scales' decoding,
+// measured 4% slower.) With dpbusd_bcast and sum_steps512's one chain a half, one thread, 2,048 x
+// 2,048, 64 rows (bench/qmatmul_rows.cc, three alternations), G MAC/s: Q8_0 292 -> 334, Q4_0 296
+// -> 338, Q4_K 240 -> 293, Q5_K 239 -> 267, Q6_K 225 -> 254, IQ4_XS 279 -> 300, Q3_K 242 -> 258,
+// Q2_K 224 -> 243; two threads Q4_K 480 -> 585, Q5_K 472 -> 525, Q6_K 441 -> 496.
+template <Fmt F, int R, int G>
+PW_INLINE void min_pass512(const uint16_t* wd, const uint16_t* wm, const float* xf, int nb, int p, __m512* tail) {
+  for (int b = 0; b < nb; ++b) {  // the min's coef times x's scaled sum s
+    const float* bf = xf + (size_t)b * 2 * R;
+    __m256 dw[2], c[2];
+    for (int h = 0; h < 2; ++h) block_scales<F>(wd, wm, b, 2 * p + h, G, dw[h], c[h]);
+    const __m512 coef = join_ps(c[0], c[1]);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) tail[r] = _mm512_fmadd_ps(coef, _mm512_set1_ps(bf[R + r]), tail[r]);
+  }
+}
 template <Fmt F, int R, int G>
 void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const int32_t* xi, const float* xf, int nb,
              float* out, int64_t out_stride) {
@@ -2504,20 +2615,28 @@ void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const in
     for (int b = 0; b < nb; ++b) {
       prefetch_groups<F>(wq, b, 2 * p, 2, G, nb);
       GroupW lo, hi;
-      group_weights<F>(wq, wd, wm, b, 2 * p, G, lo);
-      group_weights<F>(wq, wd, wm, b, 2 * p + 1, G, hi);
       __m512i w[8];
-      for (int k = 0; k < 8; ++k) w[k] = join_si(lo.w[k], hi.w[k]);
+      if constexpr (plain_steps<F>()) {  // the pair's steps unpacked in 512-bit registers
+        group_scales<F>(wq, wd, wm, b, 2 * p, G, lo);
+        group_scales<F>(wq, wd, wm, b, 2 * p + 1, G, hi);
+        const uint8_t* wb = wq + ((size_t)b * G + 2 * p) * block_bytes<F>();
+        unpack_steps<F>(LoadPair{wb, wb + block_bytes<F>()}, w);
+      } else {
+        group_weights<F>(wq, wd, wm, b, 2 * p, G, lo);
+        group_weights<F>(wq, wd, wm, b, 2 * p + 1, G, hi);
+        for (int k = 0; k < 8; ++k) w[k] = join_si(lo.w[k], hi.w[k]);
+      }
       const int32_t* bi = xi + (size_t)b * 11 * R;  // (pack_rows' layout)
       const float* bf = xf + (size_t)b * 2 * R;
-      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {  // (unrolled: see the comment above)
         const int32_t* xq = bi + r;
         const int32_t n16[2] = {bi[8 * R + r], bi[9 * R + r]};
         const __m512 dx = _mm512_set1_ps(bf[r]);
         if constexpr (iq12<F>()) {  // tile's iq2 / iq1 sums
           __m512i sh[2];
           for (int h = 0; h < 2; ++h)
-            sh[h] = _mm512_sub_epi32(sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R), _mm512_set1_epi32(128 * n16[h]));
+            sh[h] = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R, -128 * n16[h]);
           const __m512i is = _mm512_add_epi32(_mm512_mullo_epi32(sh[0], join_si(lo.mh[0], hi.mh[0])),
                                               _mm512_mullo_epi32(sh[1], join_si(lo.mh[1], hi.mh[1])));
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
@@ -2536,20 +2655,16 @@ void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const in
           }
         } else if constexpr (halves16<F>()) {
           for (int h = 0; h < 2; ++h) {
-            __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R);
-            if constexpr (half_offset<F>() != 0)
-              s = _mm512_sub_epi32(s, _mm512_set1_epi32(half_offset<F>() * n16[h]));
+            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R, -half_offset<F>() * n16[h]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);
           }
         } else {
-          __m512i s = sum_steps512<8, R>(w, xq);
-          if constexpr (block_offset<F>() != 0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(block_offset<F>() * bi[10 * R + r]));
+          const __m512i s = sum_steps512<8, R>(w, xq, -block_offset<F>() * bi[10 * R + r]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
-          if constexpr (block_offset<F>() == 0)
-            tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(bf[R + r]), tail[r]);
         }
       }
     }
+    if constexpr (mins_pass<F>()) min_pass512<F, R, G>(wd, wm, xf, nb, p, tail);
     for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * out_stride + p * 2 * GROUP, _mm512_add_ps(acc[r], tail[r]));
   }
 }
