@@ -1,10 +1,10 @@
 """How much faster could the AVX-512 prefill tile be with less float work a block? A ceiling.
 
 Each 32-value block costs tile512, per x row and pair of row groups, 8 VNNI dot products plus
-the float steps that apply the scales: a multiply of the weights' scales by x's block scale, a
-fused multiply-add into the sum, and (formats with a stored min: q4_1, q5_1, the K-quants) a
-second one for the min term (the constant offsets of q8_0, q4_0, q5_0, iq4 and iq3 come off the
-integer sums, and q6_k's per 16 values). A super-block formulation (x quantized per 256 values as llama.cpp's
+the float steps that apply the scales: a multiply of the weights' scales by x's block scale and
+a fused multiply-add into the sum, and (formats with a stored min: q4_1, q5_1, the K-quants) a
+second one for the min term, in a pass of its own over the blocks (the constant offsets of
+q8_0, q4_0, q5_0, iq4 and iq3 start the integer sums, as q6_k's per 16 values do). A super-block formulation (x quantized per 256 values as llama.cpp's
 Q8_K, the scales applied to integer sums, the mins summed once a super-block) removes part of
 that work, never all of it: each block's integer sum still needs its own scale. This builds
 `bench/qmatmul_rows.cc` twice, from the kernel as it is and from a copy with those steps simply
@@ -27,17 +27,18 @@ FLAGS = ["-std=c++17", "-O3", "-march=x86-64-v4", "-mavx512vnni", "-mtune=generi
 
 # (as the kernel has it, with the per-block float steps that a super-block form would shed)
 CUTS = [
-    # 4-bit, 5-bit, IQ4 and Q8_0 blocks: no x-scale multiply, no min or offset term
-    ("""          if constexpr (block_offset<F>() != 0) s = _mm512_sub_epi32(s, _mm512_set1_epi32(block_offset<F>() * bi[10 * R + r]));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
-          if constexpr (block_offset<F>() == 0)
-            tail[r] = _mm512_fmadd_ps(join_ps(lo.coef, hi.coef), _mm512_set1_ps(bf[R + r]), tail[r]);""",
-     """          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.dw, hi.dw), acc[r]);"""),
-    # Q6_K's halves: no offset subtraction, no x-scale multiply
-    ("""            if constexpr (half_offset<F>() != 0)
-              s = _mm512_sub_epi32(s, _mm512_set1_epi32(half_offset<F>() * n16[h]));
+    # 4-bit, 5-bit, IQ4 and Q8_0 blocks: no offset term, no x-scale multiply
+    ("""          const __m512i s = sum_steps512<8, R>(w, xq, -block_offset<F>() * bi[10 * R + r]);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);""",
+     """          const __m512i s = sum_steps512<8, R>(w, xq);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.dw, hi.dw), acc[r]);"""),
+    # ... and no min term (q4_1, q5_1, the K-quants' pass over their mins)
+    ("""    if constexpr (mins_pass<F>()) min_pass512<F, R, G>(wd, wm, xf, nb, p, tail);\n""", ""),
+    # Q6_K's halves: no offset term, no x-scale multiply
+    ("""            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R, -half_offset<F>() * n16[h]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);""",
-     """            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.hdw[h], hi.hdw[h]), acc[r]);"""),
+     """            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.hdw[h], hi.hdw[h]), acc[r]);"""),
 ]
 LINE = re.compile(r"^(\S+)\s.*?([\d.]+) ms\s+([\d.]+) G MAC/s")
 
