@@ -1647,11 +1647,13 @@ constexpr int block_offset() {
 template <Fmt F>
 constexpr bool two_bit() { return F == Fmt::Q3_K || F == Fmt::Q2_K; }  // 2-bit steps (q3_k's low bits)
 // The formats whose packed-row tiles sum a block's min term (coef times x's scaled sum: q4_1,
-// q5_1, the K-quants with mins) in a pass of their own over the blocks after the integer sums: a
-// row's acc and tail are then never live at once, so a pass's accumulators fit in the registers
-// (see tile512). Each sees the same steps in the same order, so the same bits.
+// q5_1, q4_k and q5_k and their X forms) in a pass of their own over the blocks after the integer
+// sums: a row's acc and tail are then never live at once, so a pass's accumulators fit in the
+// registers (see tile512). Each sees the same steps in the same order, so the same bits.
 template <Fmt F>
-constexpr bool mins_pass() { return block_offset<F>() == 0 && !halves16<F>() && !iq12<F>() && !two_bit<F>(); }
+constexpr bool mins_pass() {
+  return block_offset<F>() == 0 && !halves16<F>() && !iq12<F>() && !two_bit<F>() && !float_w<F>();
+}
 template <Fmt F>
 constexpr bool expanded_scales() { return F == Fmt::Q4_KX || F == Fmt::Q5_KX; }
 template <Fmt F>
@@ -2587,7 +2589,7 @@ PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_m
 //
 // A pass's rows are unrolled so that their accumulators stay in registers (a loop over them kept
 // each in memory, loaded and stored every block), and the formats with a min (mins_pass: q4_1,
-// q5_1, the K-quants' X forms) sum its term, tail, in a pass of its own over the blocks
+// q5_1, the K-quants) sum its term, tail, in a pass of its own over the blocks
 // (min_pass512): 16 rows' acc and tail and a block's 8 weight registers are 40, more than the 32
 // there are. (Q2_K keeps its tail inline: a pass of its own, which redoes the scales' decoding,
 // measured 4% slower.) With dpbusd_bcast and sum_steps512's one chain a half, one thread, 2,048 x
