@@ -4962,10 +4962,28 @@ void run_values(const Src& src, int nh, const int* keys, int n, int N, float* sc
 // heads (the default one's 3 on 2 threads) keeps every thread busy, each with one pass over the
 // keys. Each lane's fma chain is attend_group's and values_pass's (from
 // zero, keys in order), so the bits are theirs.
+// A span's register (SpanV: __m512 on AVX-512, vf8 elsewhere) and the operations values_span
+// takes on it, so that its one body serves both widths.
 #if defined(PW_ATT512)
 constexpr int SPAN_W = 16, SPAN_REGS = 24;
+struct SpanV {
+  using T = __m512;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T fma(float a, T b, T c) { return _mm512_fmadd_ps(_mm512_set1_ps(a), b, c); }
+  static void store_scaled(float* p, T v, float k) { _mm512_storeu_ps(p, _mm512_mul_ps(v, _mm512_set1_ps(k))); }
+  template <class Src>
+  static T at(const Src& src, const typename Src::Row& r, int f) { return src.at16(r, f); }
+};
 #else
 constexpr int SPAN_W = 8, SPAN_REGS = 12;  // (16 AVX2 registers; NEON's vf8 is two of its 32)
+struct SpanV {
+  using T = vf8;
+  static T zero() { return v8_zero(); }
+  static T fma(float a, T b, T c) { return v8_fma(v8_set1(a), b, c); }
+  static void store_scaled(float* p, T v, float k) { v8_store(p, v8_mul(v, v8_set1(k))); }
+  template <class Src>
+  static T at(const Src& src, const typename Src::Row& r, int f) { return src.at(r, f); }
+};
 #endif
 template <int G, int NB, class Src>
 void values_span(const Src& src, int f0, int hd, const int* keys, int n, int N, const float* sc, const float* inv,
@@ -4974,40 +4992,21 @@ void values_span(const Src& src, int f0, int hd, const int* keys, int n, int N, 
   for (int u = 0; u < AHEAD && u < n; ++u) src.prefetch_v(keys[u]);
   const float* s[NB];  // block b's first query head's scores (its G rows are N apart)
   for (int b = 0; b < NB; ++b) s[b] = sc + (size_t)((f0 + SPAN_W * b) / hd) * G * N;
-#if defined(PW_ATT512)
-  __m512 acc[NB][G];
+  typename SpanV::T acc[NB][G];
   for (int b = 0; b < NB; ++b)
-    for (int h = 0; h < G; ++h) acc[b][h] = _mm512_setzero_ps();
+    for (int h = 0; h < G; ++h) acc[b][h] = SpanV::zero();
   for (int j = 0; j < n; ++j) {
     if (j + AHEAD < n) src.prefetch_v(keys[j + AHEAD]);
     const typename Src::Row r = src.vrow(keys[j]);
     for (int b = 0; b < NB; ++b) {
-      const __m512 v = src.at16(r, f0 + 16 * b);
-      for (int h = 0; h < G; ++h) acc[b][h] = _mm512_fmadd_ps(_mm512_set1_ps(s[b][(size_t)h * N + j]), v, acc[b][h]);
+      const typename SpanV::T v = SpanV::at(src, r, f0 + SPAN_W * b);
+      for (int h = 0; h < G; ++h) acc[b][h] = SpanV::fma(s[b][(size_t)h * N + j], v, acc[b][h]);
     }
   }
   for (int b = 0; b < NB; ++b) {
-    const int e = (f0 + 16 * b) / hd, c = (f0 + 16 * b) % hd;
-    for (int h = 0; h < G; ++h)
-      _mm512_storeu_ps(dst + (size_t)(e * G + h) * hd + c, _mm512_mul_ps(acc[b][h], _mm512_set1_ps(inv[e * G + h])));
+    const int e = (f0 + SPAN_W * b) / hd, c = (f0 + SPAN_W * b) % hd;
+    for (int h = 0; h < G; ++h) SpanV::store_scaled(dst + (size_t)(e * G + h) * hd + c, acc[b][h], inv[e * G + h]);
   }
-#else
-  vf8 acc[NB][G];
-  for (int b = 0; b < NB; ++b)
-    for (int h = 0; h < G; ++h) acc[b][h] = v8_zero();
-  for (int j = 0; j < n; ++j) {
-    if (j + AHEAD < n) src.prefetch_v(keys[j + AHEAD]);
-    const typename Src::Row r = src.vrow(keys[j]);
-    for (int b = 0; b < NB; ++b) {
-      const vf8 v = src.at(r, f0 + 8 * b);
-      for (int h = 0; h < G; ++h) acc[b][h] = v8_fma(v8_set1(s[b][(size_t)h * N + j]), v, acc[b][h]);
-    }
-  }
-  for (int b = 0; b < NB; ++b) {
-    const int e = (f0 + 8 * b) / hd, c = (f0 + 8 * b) % hd;
-    for (int h = 0; h < G; ++h) v8_store(dst + (size_t)(e * G + h) * hd + c, v8_mul(acc[b][h], v8_set1(inv[e * G + h])));
-  }
-#endif
 }
 // values_span for a run-time block count (1 .. min(8, SPAN_REGS / G): the registers it holds).
 template <int G, class Src>
