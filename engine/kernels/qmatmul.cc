@@ -1894,7 +1894,7 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
             if constexpr (F == Fmt::Q6_K) row_half_scales<F>(wd, wm, b, g, G, row, dw);
             // q3_k: sum over the halves of (ls - 32) (sum(q x) - 4 sum(x)); q2_k: of sc sum(q x), and
             // of mn sum(x) for the mins (exact integers)
-            int isum = 0, msum = 0;
+            int isum = 0, msum = 0, hsum[2];
             for (int h = 0; h < 2; ++h) {  // values 16 h .. 16 h + 15
               int sum = 0;
               for (int k = 0; k < 4; ++k)
@@ -1916,15 +1916,17 @@ void tile_scalar(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, cons
                 const int v = q2k_at(wd, wm, b, g, G).m[16 * (b % BLOCKS_K) + GROUP * h + row];
                 isum += (v & 15) * sum, msum += (v >> 4) * x[r].n16[2 * b + h];
               } else {
-                acc = std::fma((float)sum, dw[h] * x[r].d[b], acc);
+                hsum[h] = sum;
               }
             }
+            if constexpr (F == Fmt::Q6_K)  // (row_step's steps: s0 dw0 + s1 dw1, then times d_x)
+              acc = std::fma(std::fma((float)hsum[1], dw[1], (float)hsum[0] * dw[0]), x[r].d[b], acc);
             if constexpr (F == Fmt::Q3_K)
               acc = std::fma((float)isum, half_to_float(q3k_at(wd, wm, b, g, G).d[row]) * x[r].d[b], acc);
-            if constexpr (F == Fmt::Q2_K) {  // d d_x sum(sc sum(q x)) - dmin d_x sum(mn sum(x))
+            if constexpr (F == Fmt::Q2_K) {  // (d sum(sc sum(q x)) - dmin sum(mn sum(x))) d_x, as row_step
               const SuperScales s2 = q2k_at(wd, wm, b, g, G);
-              acc = std::fma((float)isum, half_to_float(s2.d[row]) * x[r].d[b], acc);
-              tail = std::fma((float)-msum, half_to_float(s2.d[GROUP + row]) * x[r].d[b], tail);
+              const float t = std::fma((float)-msum, half_to_float(s2.d[GROUP + row]), (float)isum * half_to_float(s2.d[row]));
+              acc = std::fma(t, x[r].d[b], acc);
             }
             continue;
           }
@@ -2416,20 +2418,33 @@ PW_INLINE void row_step(const GroupW& gw, const __m256i* xv, const RowX& rx, __m
     if constexpr (F == Fmt::Q3_K)
       sp = _mm256_sub_epi16(sp, _mm256_set1_epi32(pair16(4 * rx.n16[0], 4 * rx.n16[1])));
     const __m256 dx = _mm256_set1_ps(rx.d);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sp, ls_pairs)), _mm256_mul_ps(dw, dx), acc);
+    const __m256i is = _mm256_madd_epi16(sp, ls_pairs);
     if constexpr (F == Fmt::Q2_K) {
+      // d is + dmin m (m: -sum(mn sum(x))), then times d_x once: three float operations a block and
+      // row where the sum and the mins' term each scaled by d_x took four, and no tail to keep
+      // (one thread, 2,048 x 2,048, 64 rows, AVX-512 on this 2-core Zen 4, four alternations:
+      // 101-118 -> 112-126 G MAC/s). Every path computes these steps, so the same bits.
       const __m256i m = _mm256_madd_epi16(_mm256_set1_epi32(pair16(-rx.n16[0], -rx.n16[1])), mn_pairs);
-      tail = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(coef, dx), tail);
+      const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), coef, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dw));
+      acc = _mm256_fmadd_ps(t, dx, acc);
+    } else {
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, dx), acc);
     }
     return;
-  } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
-    const __m256 dx = _mm256_set1_ps(rx.d);
+  } else if constexpr (halves16<F>()) {
+    // q6_k: each half's sum((q - off) x) = sum(q x) - off sum(x), exact; the halves joined by their
+    // scales (s0 hdw0 + s1 hdw1), then times d_x once: three float operations a block and row, on
+    // the pipes the dot products share, where scaling each half by hdw d_x took four (one thread,
+    // 2,048 x 2,048, 64 rows, AVX-512 on this 2-core Zen 4, five alternations: 116-130 -> 121-141
+    // G MAC/s). Every path computes these steps, so the same bits.
+    __m256i s[2];
     for (int h = 0; h < 2; ++h) {
-      __m256i s = sum_steps<F, 4>(w + 4 * h, xv + 4 * h, 0);
+      s[h] = sum_steps<F, 4>(w + 4 * h, xv + 4 * h, 0);
       if constexpr (half_offset<F>() != 0)
-        s = _mm256_sub_epi32(s, _mm256_set1_epi32(half_offset<F>() * rx.n16[h]));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(hdw[h], dx), acc);
+        s[h] = _mm256_sub_epi32(s[h], _mm256_set1_epi32(half_offset<F>() * rx.n16[h]));
     }
+    const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[1]), hdw[1], _mm256_mul_ps(_mm256_cvtepi32_ps(s[0]), hdw[0]));
+    acc = _mm256_fmadd_ps(t, _mm256_set1_ps(rx.d), acc);
     return;
   }
   // q4: w[k] pairs with x values 4k..4k+3 for k < 4 and 16+4(k-4).. for k >= 4, and xv[k]
@@ -2652,17 +2667,21 @@ void tile512(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const in
           if constexpr (F == Fmt::Q3_K)
             sp = _mm512_sub_epi16(sp, _mm512_set1_epi32(pair16(4 * n16[0], 4 * n16[1])));
           const __m512i is = _mm512_madd_epi16(sp, join_si(lo.ls_pairs, hi.ls_pairs));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
-          if constexpr (F == Fmt::Q2_K) {
+          if constexpr (F == Fmt::Q2_K) {  // (row_step's: d is + dmin m, then times d_x)
             const __m512i m = _mm512_madd_epi16(_mm512_set1_epi32(pair16(-n16[0], -n16[1])),
                                                 join_si(lo.mn_pairs, hi.mn_pairs));
-            tail[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(join_ps(lo.coef, hi.coef), dx), tail[r]);
+            const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(m), join_ps(lo.coef, hi.coef),
+                                             _mm512_mul_ps(_mm512_cvtepi32_ps(is), join_ps(lo.dw, hi.dw)));
+            acc[r] = _mm512_fmadd_ps(t, dx, acc[r]);
+          } else {
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
           }
-        } else if constexpr (halves16<F>()) {
-          for (int h = 0; h < 2; ++h) {
-            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R, -half_offset<F>() * n16[h]);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);
-          }
+        } else if constexpr (halves16<F>()) {  // (row_step's q6_k arithmetic)
+          const __m512i s0 = sum_steps512<4, R>(w, xq, -half_offset<F>() * n16[0]);
+          const __m512i s1 = sum_steps512<4, R>(w + 4, xq + 4 * R, -half_offset<F>() * n16[1]);
+          const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), join_ps(lo.hdw[1], hi.hdw[1]),
+                                           _mm512_mul_ps(_mm512_cvtepi32_ps(s0), join_ps(lo.hdw[0], hi.hdw[0])));
+          acc[r] = _mm512_fmadd_ps(t, dx, acc[r]);
         } else {
           const __m512i s = sum_steps512<8, R>(w, xq, -block_offset<F>() * bi[10 * R + r]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.dw, hi.dw), dx), acc[r]);
@@ -3018,14 +3037,16 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
             if constexpr (F == Fmt::Q3_K)
               sp = _mm_sub_epi16(sp, _mm_set1_epi32(pair16(4 * x[r].n16[2 * b], 4 * x[r].n16[2 * b + 1])));
             const __m128i sum = _mm_madd_epi16(sp, ls_pairs);
-            const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
-            acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
-            if constexpr (F == Fmt::Q2_K) {
+            if constexpr (F == Fmt::Q2_K) {  // (the AVX2 row_step's: d is + dmin m, then times d_x)
               const __m128i m = _mm_madd_epi16(_mm_set1_epi32(pair16(-x[r].n16[2 * b], -x[r].n16[2 * b + 1])), mn_pairs);
-              const vd4 md = {_mm_cvtepi32_pd(m), _mm_cvtepi32_pd(_mm_shuffle_epi32(m, _MM_SHUFFLE(3, 2, 3, 2)))};
-              tail[r][g][hr] = fma_exact(md, d4_from(_mm_mul_ps(cf, dx)), tail[r][g][hr]);
+              const vd4 t = fma_exact(d4_from(_mm_cvtepi32_ps(m)), cfd, d4_from(_mm_mul_ps(_mm_cvtepi32_ps(sum), dw)));
+              acc[r][g][hr] = fma_exact(t, d4_from(dx), acc[r][g][hr]);
+            } else {
+              const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
+              acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(dw, dx)), acc[r][g][hr]);
             }
           } else if constexpr (halves16<F>()) {  // each half: sum((q - off) x) = sum(q x) - off sum(x), exact
+            __m128 f[2];
             for (int v = 0; v < 2; ++v) {
               const __m128i* wv = w + 4 * v;
               const __m128i p0 = _mm_add_epi16(_mm_maddubs_epi16(wv[0], xr[4 * v]), _mm_maddubs_epi16(wv[1], xr[4 * v + 1]));
@@ -3033,9 +3054,11 @@ void tile_steps(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const
               __m128i sum = _mm_add_epi32(_mm_madd_epi16(p0, ones), _mm_madd_epi16(p1, ones));
               if constexpr (half_offset<F>() != 0)
                 sum = _mm_add_epi32(sum, _mm_set1_epi32(-half_offset<F>() * x[r].n16[2 * b + v]));
-              const vd4 sd = {_mm_cvtepi32_pd(sum), _mm_cvtepi32_pd(_mm_shuffle_epi32(sum, _MM_SHUFFLE(3, 2, 3, 2)))};
-              acc[r][g][hr] = fma_exact(sd, d4_from(_mm_mul_ps(hdw[v], dx)), acc[r][g][hr]);
+              f[v] = _mm_cvtepi32_ps(sum);  // (exact: |sum| < 2^17)
             }
+            // (the AVX2 row_step's steps: s0 hdw0 + s1 hdw1, then times d_x)
+            const vd4 t = fma_exact(d4_from(f[1]), d4_from(hdw[1]), d4_from(_mm_mul_ps(f[0], hdw[0])));
+            acc[r][g][hr] = fma_exact(t, d4_from(dx), acc[r][g][hr]);
           } else {
             __m128i sum;
             if constexpr (iq4<F>() || iq3<F>()) {  // sum((u - 128) x) + 128 sum(x) = sum(u x)
@@ -3633,20 +3656,23 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
             for (int hr = 0; hr < 2; ++hr) {
               const int32x4_t i = vmlaq_s32(vmulq_s32(s[r][hr][0], scl[0][hr]), s[r][hr][1], scl[1][hr]);
               const int32x4_t m = vmlaq_n_s32(vmulq_n_s32(mnl[0][hr], -n0), mnl[1][hr], -n1);
-              acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(i), vmulq_n_f32(d[hr], x[r].d[b]));
-              ftail[r][g][hr] = vfmaq_f32(ftail[r][g][hr], vcvtq_f32_s32(m), vmulq_n_f32(dmin[hr], x[r].d[b]));
+              const float32x4_t t = vfmaq_f32(vmulq_f32(vcvtq_f32_s32(i), d[hr]), vcvtq_f32_s32(m), dmin[hr]);
+              acc[r][g][hr] = vfmaq_n_f32(acc[r][g][hr], t, x[r].d[b]);  // (x86's row_step)
             }
           }
         } else {
           float32x4_t hdw[2][2];
           half_scales<F>(wd, wm, b, g, G, hdw);
-          for (int r = 0; r < R; ++r)
-            for (int v = 0; v < 2; ++v) {
-              for (int hr = 0; hr < 2; ++hr) {
+          for (int r = 0; r < R; ++r)  // (x86's row_step: s0 hdw0 + s1 hdw1, then times d_x)
+            for (int hr = 0; hr < 2; ++hr) {
+              float32x4_t f[2];
+              for (int v = 0; v < 2; ++v) {
                 int32x4_t sv = s[r][hr][v];
                 if constexpr (half_offset<F>() != 0) sv = vsubq_s32(sv, vdupq_n_s32(half_offset<F>() * x[r].n16[2 * b + v]));
-                acc[r][g][hr] = vfmaq_f32(acc[r][g][hr], vcvtq_f32_s32(sv), vmulq_n_f32(hdw[v][hr], x[r].d[b]));
+                f[v] = vcvtq_f32_s32(sv);
               }
+              const float32x4_t t = vfmaq_f32(vmulq_f32(f[0], hdw[0][hr]), f[1], hdw[1][hr]);
+              acc[r][g][hr] = vfmaq_n_f32(acc[r][g][hr], t, x[r].d[b]);
             }
         }
         continue;
