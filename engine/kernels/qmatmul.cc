@@ -2422,8 +2422,8 @@ PW_INLINE void row_step(const GroupW& gw, const __m256i* xv, const RowX& rx, __m
     if constexpr (F == Fmt::Q2_K) {
       // d is + dmin m (m: -sum(mn sum(x))), then times d_x once: three float operations a block and
       // row where the sum and the mins' term each scaled by d_x took four, and no tail to keep
-      // (one thread, 2,048 x 2,048, 64 rows, AVX-512 on this 2-core Zen 4, four alternations:
-      // 101-118 -> 112-126 G MAC/s). Every path computes these steps, so the same bits.
+      // (one thread, 2,048 x 2,048, 64 rows, AVX-512 on a 2-core Zen 4, eight alternations in
+      // two sets: 92-118 -> 97-126 G MAC/s). Every path computes these steps, so the same bits.
       const __m256i m = _mm256_madd_epi16(_mm256_set1_epi32(pair16(-rx.n16[0], -rx.n16[1])), mn_pairs);
       const __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), coef, _mm256_mul_ps(_mm256_cvtepi32_ps(is), dw));
       acc = _mm256_fmadd_ps(t, dx, acc);
@@ -2435,8 +2435,8 @@ PW_INLINE void row_step(const GroupW& gw, const __m256i* xv, const RowX& rx, __m
     // q6_k: each half's sum((q - off) x) = sum(q x) - off sum(x), exact; the halves joined by their
     // scales (s0 hdw0 + s1 hdw1), then times d_x once: three float operations a block and row, on
     // the pipes the dot products share, where scaling each half by hdw d_x took four (one thread,
-    // 2,048 x 2,048, 64 rows, AVX-512 on this 2-core Zen 4, five alternations: 116-130 -> 121-141
-    // G MAC/s). Every path computes these steps, so the same bits.
+    // 2,048 x 2,048, 64 rows, AVX-512 on a 2-core Zen 4, ten alternations in two sets: 116-139 ->
+    // 121-148 G MAC/s). Every path computes these steps, so the same bits.
     __m256i s[2];
     for (int h = 0; h < 2; ++h) {
       s[h] = sum_steps<F, 4>(w + 4 * h, xv + 4 * h, 0);
@@ -2609,11 +2609,12 @@ PW_INLINE __m512i join_si(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_m
 // each in memory, loaded and stored every block), and the formats with a min (mins_pass: q4_1,
 // q5_1, the K-quants) sum its term, tail, in a pass of its own over the blocks
 // (min_pass512): 16 rows' acc and tail and a block's 8 weight registers are 40, more than the 32
-// there are. (Q2_K keeps its tail inline: a pass of its own, which redoes the scales' decoding,
-// measured 4% slower.) With dpbusd_bcast and sum_steps512's one chain a half, one thread, 2,048 x
-// 2,048, 64 rows (bench/qmatmul_rows.cc, three alternations), G MAC/s: Q8_0 292 -> 334, Q4_0 296
-// -> 338, Q4_K 240 -> 293, Q5_K 239 -> 267, Q6_K 225 -> 254, IQ4_XS 279 -> 300, Q3_K 242 -> 258,
-// Q2_K 224 -> 243; two threads Q4_K 480 -> 585, Q5_K 472 -> 525, Q6_K 441 -> 496.
+// there are. (Q2_K's mins' term joins its sum before the multiply by d_x, row_step's steps, so it
+// has no tail; a pass of its own, which redid the scales' decoding, had measured 4% slower.)
+// With dpbusd_bcast and sum_steps512's one chain a half, one thread, 2,048 x 2,048, 64 rows
+// (bench/qmatmul_rows.cc, three alternations), G MAC/s: Q8_0 292 -> 334, Q4_0 296 -> 338, Q4_K
+// 240 -> 293, Q5_K 239 -> 267, Q6_K 225 -> 254, IQ4_XS 279 -> 300, Q3_K 242 -> 258, Q2_K 224 ->
+// 243; two threads Q4_K 480 -> 585, Q5_K 472 -> 525, Q6_K 441 -> 496.
 template <Fmt F, int R, int G>
 PW_INLINE void min_pass512(const uint16_t* wd, const uint16_t* wm, const float* xf, int nb, int p, __m512* tail) {
   for (int b = 0; b < nb; ++b) {  // the min's coef times x's scaled sum s
