@@ -3584,8 +3584,7 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   // Where the scales are decoded from bit fields (q4_k, q5_k and iq4_xs on a decode step's tile)
   // the offsets' term runs in the main loop on the same decode, not in a second pass that would
   // decode them again (the same fused chain per lane either way).
-  // (q2_k's mins run there too, per half.)
-  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS || F == Fmt::Q2_K || iq3<F>() || iq12<F>();  // (iq12: tail 0)
+  constexpr bool FOLD = k_scales<F>() || F == Fmt::IQ4_XS || iq3<F>() || iq12<F>();  // (iq12: tail 0)
   float32x4_t acc[R][G][2];
   [[maybe_unused]] float32x4_t ftail[FOLD ? R : 1][FOLD ? G : 1][2];
   for (int r = 0; r < R; ++r)
@@ -3728,8 +3727,8 @@ void tile(const uint8_t* wq, const uint16_t* wd, const uint16_t* wm, const QRow*
   for (int g = 0; g < G; ++g) {
     float32x4_t tail[R][2];
     for (int r = 0; r < R; ++r) tail[r][0] = tail[r][1] = vdupq_n_f32(0.f);
-    // (q6_k and q3_k, and the formats whose offset comes off the integer sums, have no tail:
-    // theirs stays 0, as x86's)
+    // (q6_k, q3_k and q2_k, whose mins join the sum in the main loop, and the formats whose
+    // offset comes off the integer sums, have no tail: theirs stays 0, as x86's)
     if constexpr (!halves16<F>() && block_offset<F>() == 0)
       for (int b = 0; b < nb; ++b) {
         float32x4_t dw[2], coef[2];
