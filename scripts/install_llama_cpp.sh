@@ -14,10 +14,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${1:-.venv/bin/python}"
 VERSION="0.3.36"
 
-flags=""
+# Without the multimodal library (mtmd: CLIP, image and audio encoders): nothing here uses it, and
+# llama_cpp imports it only inside its vision chat handlers. It is a tenth of the sources and
+# about a fifth of the build's time on 2 cores.
+flags="-DLLAVA_BUILD=OFF"
 if grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
   have() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1"; }
-  flags="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+  flags="$flags -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
   for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512_vnni:AVX512_VNNI \
               avx512vbmi:AVX512_VBMI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
     have "${pair%%:*}" && flags="$flags -DGGML_${pair#*:}=ON"

@@ -15,7 +15,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 started=$SECONDS
 
-PY="${PINWHEEL_PY:-.venv/bin/python}"
 INC=engine/kernels/include  # the vendored XLA FFI headers (header-only), as setup.py builds with
 
 qemu() { command -v qemu-aarch64-static || command -v qemu-aarch64 || true; }

@@ -109,3 +109,14 @@ def sources_digest(folder) -> str:
     for f in [*(folder / s for s in (*SOURCES, *PARTS)), *sorted((folder / INCLUDE).rglob("*.h"))]:
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
+
+
+def built_from(libs, sources) -> bool:
+    """Whether the libraries in folder `libs` carry a stamp saying they were built from the
+    sources in folder `sources` (setup.py then packages them instead of compiling again)."""
+    from pathlib import Path
+
+    try:
+        return (Path(libs) / STAMP).read_text().strip() == sources_digest(sources)
+    except OSError:
+        return False
