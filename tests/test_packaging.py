@@ -1,7 +1,8 @@
 """Issue 6's CI test: build the wheel, install it into a fresh venv, start Pinwheel from it.
 
 The wheel is built (with build isolation, as `pip wheel` does for a user) from a copy of the
-files git knows, like a clean clone. It goes into a new venv with `--no-deps`; that venv
+files git knows, like a clean clone; its kernel variants are the ones the editable install
+compiled from the same sources (setup.py's PINWHEEL_PREBUILT_KERNELS, checked by their stamp). It goes into a new venv with `--no-deps`; that venv
 borrows the already installed dependencies of the running one through a .pth line, so the
 test does not download JAX and Qt again. Nothing from the source tree is importable there:
 every check runs from a temporary folder and asserts where its modules and data came from.
