@@ -50,7 +50,7 @@ def prebuilt(file_name: str) -> Path | None:
     if not PREBUILT:
         return None
     lib = Path(PREBUILT) / file_name
-    return lib if lib.is_file() and variants.built_from(lib.parent, KERNELS) else None
+    return lib if lib.is_file() and variants.built_from(lib.parent, KERNELS) is True else None
 
 
 class KernelLibrary(Extension):

@@ -111,12 +111,13 @@ def sources_digest(folder) -> str:
     return h.hexdigest()
 
 
-def built_from(libs, sources) -> bool:
-    """Whether the libraries in folder `libs` carry a stamp saying they were built from the
-    sources in folder `sources` (setup.py then packages them instead of compiling again)."""
+def built_from(libs, sources) -> bool | None:
+    """Whether the libraries in folder `libs` were built from the sources in folder `sources`, by
+    their stamp; None when the stamp or the sources cannot be read. The engine compiles its own
+    only on False (kernels._stale); setup.py packages prebuilt ones only on True."""
     from pathlib import Path
 
     try:
         return (Path(libs) / STAMP).read_text().strip() == sources_digest(sources)
     except OSError:
-        return False
+        return None
