@@ -34,11 +34,16 @@ CUTS = [
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.dw, hi.dw), acc[r]);"""),
     # ... and no min term (q4_1, q5_1, the K-quants' pass over their mins)
     ("""    if constexpr (mins_pass<F>()) min_pass512<F, R, G>(wd, wm, xf, nb, p, tail);\n""", ""),
-    # Q6_K's halves: no offset term, no x-scale multiply
-    ("""            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R, -half_offset<F>() * n16[h]);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(join_ps(lo.hdw[h], hi.hdw[h]), dx), acc[r]);""",
-     """            const __m512i s = sum_steps512<4, R>(w + 4 * h, xq + 4 * h * R);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), join_ps(lo.hdw[h], hi.hdw[h]), acc[r]);"""),
+    # Q6_K's halves: no offset term, no x-scale multiply (each half's sum still takes its scale)
+    ("""          const __m512i s0 = sum_steps512<4, R>(w, xq, -half_offset<F>() * n16[0]);
+          const __m512i s1 = sum_steps512<4, R>(w + 4, xq + 4 * R, -half_offset<F>() * n16[1]);
+          const __m512 t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), join_ps(lo.hdw[1], hi.hdw[1]),
+                                           _mm512_mul_ps(_mm512_cvtepi32_ps(s0), join_ps(lo.hdw[0], hi.hdw[0])));
+          acc[r] = _mm512_fmadd_ps(t, dx, acc[r]);""",
+     """          const __m512i s0 = sum_steps512<4, R>(w, xq);
+          const __m512i s1 = sum_steps512<4, R>(w + 4, xq + 4 * R);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), join_ps(lo.hdw[1], hi.hdw[1]),
+                                   _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), join_ps(lo.hdw[0], hi.hdw[0]), acc[r]));"""),
 ]
 LINE = re.compile(r"^(\S+)\s.*?([\d.]+) ms\s+([\d.]+) G MAC/s")
 
@@ -65,7 +70,7 @@ def main(argv=None) -> None:
         text = (cut / "qmatmul.cc").read_text()
         for old, new in CUTS:
             if old not in text:
-                raise SystemExit("tile512 no longer reads as this script expects: update CUTS")
+                raise SystemExit("tile512 no longer reads as this script expects: update CUTS\n" + old)
             text = text.replace(old, new)
         (cut / "qmatmul.cc").write_text(text)
         build(ROOT / "engine/kernels", tmp / "as_is")

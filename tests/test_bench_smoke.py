@@ -157,3 +157,16 @@ def test_a_rungs_quantized_types_share_one_f16_source(tiny_bpe_gguf, tmp_path, m
     assert not (tmp_path / "tiny-F16-source.gguf").exists()
     assert read_header(q6).type_of("blk.0.ffn_up.weight") == "Q6_K"
     assert read_header(q2).type_of("blk.0.ffn_up.weight") in ("Q2_K", "Q3_K")
+
+
+def test_tile_ceiling_cuts_still_match_the_kernel():
+    """bench.tile_ceiling builds its upper bound by cutting tile512's float steps out of a copy of
+    the kernel, by exact text: when the tile changes and the cuts no longer match, the tool stops
+    working (it did, after the Q6_K change). Compiling both builds is for the benchmark, not the
+    suite; that each cut still finds its text, and changes it, is checked here."""
+    from bench import tile_ceiling
+
+    text = (Path(tile_ceiling.ROOT) / "engine/kernels/qmatmul.cc").read_text()
+    for old, new in tile_ceiling.CUTS:
+        assert text.count(old) == 1, old
+        assert new != old
