@@ -443,24 +443,23 @@ def test_duplicate_and_empty_tokens_are_tolerated(bpe_md):
     assert tok.token_text(n + 1) == f"[EMPTY_{n + 1}]"
 
 
-
 def test_spm_duplicate_texts_and_nan_scores_change_nothing_reachable(spm_md):
     """The SentencePiece build keeps a repeated text's first id (the later ones unreachable,
     rendered as nothing) and reads a NaN score as 0: with a normal piece repeated, a NaN score
     on another, a repeated control text and a stray unused piece, every text encodes as before."""
     tokens = list(spm_md["tokenizer.ggml.tokens"])
     types = list(spm_md["tokenizer.ggml.token_type"])
+    n = len(tokens)
     normal = next(i for i, (t, ty) in enumerate(zip(tokens, types)) if ty == 1 and len(t) > 1)
     control = next(i for i, ty in enumerate(types) if ty == 3)
     md = _with_extra_tokens(spm_md, [(tokens[normal], 1), (tokens[control], 3), ("\u2581stray", 5)])
-    scores, n0 = list(md["tokenizer.ggml.scores"]), len(tokens)
+    scores = list(md["tokenizer.ggml.scores"])
     other = next(i for i, ty in enumerate(types) if ty == 1 and i != normal)
     scores[other] = float("nan")
     md["tokenizer.ggml.scores"] = scores
     base_md = dict(spm_md)
-    base_md["tokenizer.ggml.scores"] = [0.0 if s != s else s for s in scores[:n0]]  # (NaN read as 0)
+    base_md["tokenizer.ggml.scores"] = [0.0 if s != s else s for s in scores[:n]]  # (NaN read as 0)
     base, tok = Tokenizer.from_metadata(base_md), Tokenizer.from_metadata(md)
-    n = len(tokens)
     text = "hello world " + tokens[normal].replace("\u2581", " ") + " 😀"
     ids = tok.encode(text)
     assert ids == base.encode(text) and n not in ids and n + 1 not in ids
