@@ -320,7 +320,7 @@ class EngineWorker(QObject):
         # collection that sees them again. One full pass now, in a load that takes seconds anyway.
         gc.unfreeze()
         # jit keeps every step compiled for the old model (its config is a static argument) for
-        # good: ~30 of the ~40 MB. The new model's steps come back from the persistent cache.
+        # good: ~30 of the ~40 MB. The new model's steps come back from the compiled-step store.
         forward.forget_compiled()
         trim()  # collect, and hand the freed heap back to the system
 

@@ -6,6 +6,7 @@ unexpected prints one line and exits 1 (PINWHEEL_DEBUG=1 shows the traceback).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -197,11 +198,17 @@ def cmd_chat(args) -> int:
     _warn_short(session.plan, model.config)
     _note_template(model.chat_template)
     # Compile every step shape now, so the reported speeds are the model's, not XLA's compiler;
-    # but not for one --prompt on steps an earlier run compiled: warming up traces and runs every
-    # shape (~0.5 s of a one-shot start on the default model) where one short prompt needs two or
-    # three, each then loaded from the compile cache at its first use, in milliseconds.
+    # but not for one --prompt on steps an earlier run compiled: warming up runs every shape (it
+    # traced them too, ~0.5 s of a one-shot start on the default model, before the compiled-step
+    # store) where one short prompt needs two or three, each loaded from the store at its first
+    # use, in milliseconds.
     if args.prompt is None or not session.decoder.compiled_before():
         session.warmup()
+    # JAX, the weights and the compiled steps are hundreds of thousands of long-lived objects:
+    # out of the collector's sight (as the app does after a load), replies don't pause for full
+    # passes over them, and neither does the exit (~0.1 s of a one-shot reply).
+    gc.collect(1)
+    gc.freeze()
 
     def answer(text: str) -> None:
         done = None

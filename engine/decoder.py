@@ -86,7 +86,7 @@ class Decoder:
         with self.lock:
             self._new_rings(n_sink, start_pos)
         if self.cache.state is not None:
-            self.cache = forward.clear_state(self.cache)
+            self.cache = self._step(forward.clear_state, self.cache)
 
     @property
     def _shape_key(self) -> str:
@@ -97,13 +97,17 @@ class Decoder:
                      kernels.build_tag()))
 
     def compiled_before(self) -> bool:
-        """True when an earlier run compiled these steps into the persistent cache."""
+        """True when an earlier run compiled these steps into the compiled-step store."""
         return compile_cache.is_warm(self._shape_key)
 
     def warmup(self) -> None:
-        """Compile the prefill, decode and 8-row (drafts, short pieces) shapes now (seconds), so
-        the first reply doesn't wait. The garbage written to the cache is unreachable: masks come
-        from the ring, which is reset."""
+        """Have the prefill, decode and 8-row (drafts, short pieces) steps ready, so the first
+        reply doesn't wait: loaded when an earlier run compiled them (milliseconds, nothing runs),
+        else compiled by running each once (seconds). What those runs write is unreachable: masks
+        come from the ring, which is reset."""
+        if self.compiled_before():
+            self._load_steps()
+            return
         n_sink = self.ring.n_sink
         self.feed(np.zeros(self.chunk, np.int32))
         self.feed(np.zeros(1, np.int32))
@@ -111,6 +115,21 @@ class Decoder:
         self.reset(n_sink)
         compile_cache.mark_warm(self._shape_key)
         trim()  # what the compiler freed
+
+    def _load_steps(self) -> None:
+        """The executables that warmup()'s runs would use, from the compiled-step store, unrun."""
+        params, cfg = self.model.params, self.cfg
+        for C in (self.chunk, 1) + (() if self.can_verify else (DRAFT_ROWS,)):
+            compile_cache.compiled(forward.step, (params, self.cache, self._batch(np.zeros(C, np.int32), C)[1]),
+                                   cfg=cfg, all_logits=False)
+        if not self.can_verify:
+            compile_cache.compiled(forward.clear_state, (self.cache,))
+            return
+        _, batch = self._batch(np.zeros(2, np.int32), DRAFT_ROWS)
+        verify = compile_cache.compiled(forward.verify, (params, self.cache, batch), cfg=cfg)
+        local_slot = None if batch.local is None else batch.local.write_slot
+        compile_cache.compiled(forward.write_rows, (self.cache, verify.out_info[1], batch.write_slot, local_slot),
+                               cfg=cfg)
 
     def skip(self, n: int) -> None:
         """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""
@@ -162,7 +181,7 @@ class Decoder:
         ids = np.asarray(ids, dtype=np.int32).reshape(-1)
         assert 0 < ids.size <= DRAFT_ROWS and self.can_verify
         _, batch = self._batch(ids, DRAFT_ROWS)
-        logits, rows = forward.verify(self.model.params, self.cache, batch, self.cfg)
+        logits, rows = self._step(forward.verify, self.model.params, self.cache, batch, cfg=self.cfg)
         self._draft = (ids.size, rows)
         return np.asarray(jax.device_get(logits))[: ids.size]
 
@@ -174,8 +193,14 @@ class Decoder:
         with self.lock:
             plans = [r.plan_chunk(m, DRAFT_ROWS) for r in self._rings]
         local_slot = plans[1].write_slot if len(plans) > 1 else None
-        self.cache = forward.write_rows(self.cache, rows, plans[0].write_slot, local_slot, self.cfg)
+        self.cache = self._step(forward.write_rows, self.cache, rows, plans[0].write_slot, local_slot, cfg=self.cfg)
         self._commit(plans)
+
+    @staticmethod
+    def _step(fn, *args, **static):
+        """fn(*args, **static) through the compiled-step store: loaded, not traced, when an
+        earlier run compiled it (engine.compile_cache)."""
+        return compile_cache.compiled(fn, args, **static)(*args)
 
     def _commit(self, plans) -> None:
         with self.lock:
@@ -204,7 +229,8 @@ class Decoder:
 
     def _run(self, part: np.ndarray, C: int, all_logits: bool) -> np.ndarray:
         plans, batch = self._batch(part, C)
-        logits, self.cache = forward.step(self.model.params, self.cache, batch, self.cfg, all_logits)
+        logits, self.cache = self._step(forward.step, self.model.params, self.cache, batch, cfg=self.cfg,
+                                        all_logits=all_logits)
         logits = np.asarray(jax.device_get(logits))
         self._commit(plans)
         return logits

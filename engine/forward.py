@@ -612,5 +612,8 @@ def forget_compiled() -> None:
     """Drop every compiled step and JAX's tracing caches (a new cache shape is coming): without
     this each Apply of a new memory setting kept its executables for good, +150 MB after 20
     Applies cycling 6 settings (measured; +35-40 MB with this, flat after the first few). The
-    shape in use is compiled again, from the persistent cache when it has it."""
+    shape in use is compiled again, or loaded from the compiled-step store when it has it."""
+    from . import compile_cache
+
+    compile_cache.forget()
     jax.clear_caches()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from .config import RECURRENT, ModelConfig
@@ -757,19 +757,19 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
     tied = not has("output.weight")
     w = {key: _group(tensors, names, inp, stacked, xla)
          for key, (names, inp, stacked) in _matrices(cfg, has, tied).items()}
-    out_norm = jnp.asarray(tensors.get("output_norm.weight", (d,)))
+    out_norm = jax.device_put(tensors.get("output_norm.weight", (d,)))
     factors = {n: tensors.get(n, (cfg.rotary_dims // 2,)) for n in fam.rope_factors if has(n)}
     if cfg.per_layer_weights:
         layers = tuple(_layer_params(cfg, tensors, i, xla) for i in range(cfg.n_layers))
-        pl_norm = jnp.asarray(tensors.get("per_layer_proj_norm.weight", (cfg.per_layer_dim,)))
+        pl_norm = jax.device_put(tensors.get("per_layer_proj_norm.weight", (cfg.per_layer_dim,)))
         return Params(w["embed"], layers, out_norm, w.get("head", w["embed"]), w["pl_embed"], w["pl_model_proj"],
                       pl_norm), factors
     vec = {}
     for key, (names, n) in _vectors(cfg).items():
         rows = [np.concatenate([_vector(tensors, f"blk.{i}.{t}") for t in names]) for i in _vector_layers(cfg, key)]
-        vec[key] = jnp.asarray(np.stack(rows))
+        vec[key] = jax.device_put(np.stack(rows))
     if cfg.recurrent_layers:  # the conv taps, f32 as the converter writes them
-        vec["conv_w"] = jnp.asarray(np.stack([tensors.get(f"blk.{i}.ssm_conv1d.weight", (cfg.conv_dim, cfg.ssm_conv))
+        vec["conv_w"] = jax.device_put(np.stack([tensors.get(f"blk.{i}.ssm_conv1d.weight", (cfg.conv_dim, cfg.ssm_conv))
                                               for i in _vector_layers(cfg, "ssm_a")]))
     layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"],
                     w_in=w.get("w_in"), w_ssm_out=w.get("w_ssm_out"), **vec)
@@ -779,7 +779,7 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
 def _layer_params(cfg: ModelConfig, tensors: _Tensors, i: int, xla: bool) -> Layers:
     """Gemma 4: layer i's own weights, every field a stack of one layer (its shapes are its own)."""
     w = {key: _group(tensors, names, inp, True, xla) for key, (names, inp) in _layer_matrices(cfg, i).items()}
-    vec = {key: jnp.asarray(_vector(tensors, name)[None]) for key, (name, _) in _layer_vectors(cfg, i).items()}
+    vec = {key: jax.device_put(_vector(tensors, name)[None]) for key, (name, _) in _layer_vectors(cfg, i).items()}
     return Layers(**w, **vec)
 
 

@@ -22,6 +22,7 @@ forgetting means zeroing it (`zero_state`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -70,9 +71,20 @@ def _arrays(n_layers: int, slots: int, kv_dim: int, kv_dtype: str) -> KVCache:
 def allocate(config: ModelConfig, plan: MemoryPlan) -> KVCache:
     """Exactly the plan's bytes: the global layers' capacity, the local layers' slots (at their
     own width), the recurrent layers' state; nothing for layers that share another's cache."""
-    cache = _arrays(config.cache_layers(GLOBAL), plan.capacity, config.kv_dim, plan.kv_dtype)
+    from . import compile_cache
+
+    # One compiled program makes every array (eager zeros compile two small programs a dtype at
+    # each start, ~25 ms); the store loads it on later starts.
+    fresh = compile_cache.compiled(_fresh, (), config=config, capacity=plan.capacity,
+                                   local_slots=plan.local_slots, kv_dtype=plan.kv_dtype)
+    return fresh()
+
+
+@partial(jax.jit, static_argnames=("config", "capacity", "local_slots", "kv_dtype"))
+def _fresh(config: ModelConfig, capacity: int, local_slots: int, kv_dtype: str) -> KVCache:
+    cache = _arrays(config.cache_layers(GLOBAL), capacity, config.kv_dim, kv_dtype)
     if config.local_layers:
-        cache.local = _arrays(config.cache_layers(LOCAL), plan.local_slots, config.local_kv_dim, plan.kv_dtype)
+        cache.local = _arrays(config.cache_layers(LOCAL), local_slots, config.local_kv_dim, kv_dtype)
     if config.recurrent_layers:
         cache.state = zero_state(config)
     return cache

@@ -25,18 +25,19 @@ from .model_sources import Found, jan_models, ollama_models, source_dirs
 
 # What the process holds besides the weights and the KV cache, measured (RSS after loading,
 # compiling and one short reply, minus weights and cache; tests/engine/test_library.py checks
-# the total within 5% on the default model, 10% on a tiny test model): ~205 MB of JAX, XLA and
+# the total within 5% on the default model, 10% on a tiny test model): ~150 MB of JAX, XLA and
 # Python, plus ~215 B per vocabulary token, plus ~95 MB for the window (Qt) in the app. The
 # per-token part is the tokenizer: SentencePiece's or the tokenizers library's own tables
 # (~180 B) and Pinwheel's compact texts, pieces and flags (~25 B); measured between Gemma-3-270M
 # shapes with 49,152 and 262,144 tokens (231.0 and 276.5 MB, bench.big_vocab; 292.4 and 412.5
-# MB, 564 B a token, before the tables were compacted), a 512-token model at 196.0 MB and the
-# default model at 215.4 MB. ~50 MB of the 205 are jaxlib's code pages (the loader lets go of
-# the ~97 MB that starting JAX leaves, engine.code_pages; what runs comes back), whose residency
-# depends on the OS page cache: the main reason one start differs from another. Those are
-# starts whose compiled steps come from the compile cache: the first start of a model's shape
-# compiles and holds ~30 MB more.
-RUNTIME_BASE = 205_000_000
+# MB, 564 B a token, before the tables were compacted). A tiny test model measures 141.9 MB and
+# the default model 313.5 MB (153 MB of runtime); 196.0 and 365.5 MB before the steps were
+# loaded whole from engine.compile_cache's store instead of traced and lowered at every start.
+# Part of the runtime is jaxlib's code pages (the loader lets go of the ~97 MB that starting
+# JAX leaves, engine.code_pages; what runs comes back), whose residency depends on the OS page
+# cache: the main reason one start differs from another. Those are starts whose compiled steps
+# come from the store: the first start of a model's shape compiles and holds ~85 MB more.
+RUNTIME_BASE = 150_000_000
 RUNTIME_PER_TOKEN = 215
 WINDOW_RUNTIME = 95_000_000
 TIGHT = 0.85  # above this share of the available memory the verdict is "tight"

@@ -7,6 +7,17 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+# This run's own compiled-step store (engine.compile_cache), for every process it starts: the
+# user's stays as their Pinwheel left it, and no executable a test compiled outlives the run.
+if "PINWHEEL_COMPILE_CACHE" not in os.environ:
+    _steps = tempfile.mkdtemp(prefix="pinwheel-test-steps-")
+    os.environ["PINWHEEL_COMPILE_CACHE"] = _steps
+    atexit.register(shutil.rmtree, _steps, ignore_errors=True)
+
 import importlib.resources  # noqa: E402
 import importlib.util  # noqa: E402
 import pathlib  # noqa: E402

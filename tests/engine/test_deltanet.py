@@ -380,7 +380,9 @@ def test_a_convention_switched_off_moves_agreement(qwen35_file, name):
     # On the XLA path: the mutations change engine/deltanet.py's XLA form, which the native kernel
     # (every row of a chunk in deltanet_step.inc) does not run; the kernel's own conventions are
     # held by test_families' agreement with llama.cpp.
-    env = dict(os.environ, PINWHEEL_KERNELS="0")
+    # And with the compiled-step store off: the store keys a step by the engine's files, which a
+    # mutation made at run time does not change, so a mutated step must never be stored.
+    env = dict(os.environ, PINWHEEL_KERNELS="0", PINWHEEL_COMPILE_CACHE="0")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
