@@ -55,8 +55,24 @@ def enable() -> Path | None:
             path.mkdir(parents=True, exist_ok=True)
         except OSError:  # a read-only or full cache folder: compile every time, as before
             return None
+        _drop_jax_entries(path)
         _dir = path
         return path
+
+
+def _drop_jax_entries(folder: Path) -> None:
+    """Once per folder: the entries JAX's own cache left here before this store replaced it
+    (thousands of files, ~35 MB a kernel build, never read again)."""
+    done = folder / "jax-entries-removed"
+    if done.exists():
+        return
+    try:
+        for p in folder.iterdir():
+            if p.name.startswith("jit_") and p.name.endswith(("-cache", "-atime")):
+                _remove(p)
+        done.touch()
+    except OSError:
+        pass
 
 
 def _jax_cache_off() -> None:
@@ -83,8 +99,14 @@ def compiled(fn, args: tuple, **static):
     import jax
 
     leaves, tree = jax.tree_util.tree_flatten(args)
-    avals = tuple((tuple(x.shape), str(x.dtype), bool(getattr(x, "weak_type", False))) for x in leaves)
-    key = (fn, tuple(sorted(static.items())), tree, avals)
+    # (dtype objects, not their names: str() of 33 dtypes took 87 of a lookup's 107 us)
+    avals = tuple((x.shape, x.dtype, getattr(x, "weak_type", False)) for x in leaves)
+    # Where jit would run it (the app's device setting moves JAX's default device) and what
+    # changes its types: jit's own cache is keyed by these too.
+    device = jax.config.jax_default_device
+    if device is None or isinstance(device, str):
+        device = jax.devices(device)[0]
+    key = (fn, tuple(sorted(static.items())), tree, avals, device, bool(jax.config.jax_enable_x64))
     exe = _memo.get(key)
     if exe is None:
         with _compile_lock:
@@ -104,7 +126,7 @@ def _load_or_compile(fn, args, static, key):
     path = _file(fn, key)
     if path is not None:
         _jax_cache_off()
-        exe = _load(path)
+        exe = _load(path, key[4])
         if exe is not None:
             return exe
     _compiling.hit = False
@@ -117,12 +139,14 @@ def _load_or_compile(fn, args, static, key):
 def _file(fn, key) -> Path | None:
     if enable() is None:
         return None
-    _, statics, tree, avals = key
-    text = repr((fingerprint(), fn.__module__, fn.__name__, statics, str(tree), avals))
+    _, statics, tree, avals, device, x64 = key
+    text = repr((fingerprint(), fn.__module__, fn.__name__, statics, str(tree),
+                 tuple((tuple(shape), str(dtype), bool(weak)) for shape, dtype, weak in avals),
+                 (device.platform, device.device_kind, device.id), x64))
     return _dir / f"{fn.__name__}-{hashlib.sha256(text.encode()).hexdigest()[:40]}{_SUFFIX}"
 
 
-def _load(path: Path):
+def _load(path: Path, device):
     try:
         data = path.read_bytes()
     except OSError:
@@ -133,7 +157,7 @@ def _load(path: Path):
         targets, blob = pickle.loads(data)
         if not _ready(targets):  # cannot be loaded safely in this process: compile (and replace)
             return None
-        exe = deserialize_and_load(*blob)
+        exe = deserialize_and_load(*blob, backend=device.client, execution_devices=[device])
     except Exception:  # a torn or foreign file: compile afresh, and replace it
         _remove(path)
         return None
@@ -213,13 +237,13 @@ def fingerprint() -> str:
 
         import jax
         import jaxlib
+        import numpy
 
         from . import kernels
 
         switches = sorted((k, v) for k, v in os.environ.items() if k.startswith(("PINWHEEL_", "XLA_", "JAX_")))
-        dev = jax.devices()[0]
-        parts = (jax.__version__, jaxlib.__version__, dev.platform, dev.device_kind, platform.machine(),
-                 _cpu_flags(), kernels.build_tag(), switches, _code_digest())
+        parts = (jax.__version__, jaxlib.__version__, numpy.__version__, platform.machine(), _cpu_flags(),
+                 kernels.build_tag(), switches, _code_digest())
         _fingerprint = hashlib.sha256(repr(parts).encode()).hexdigest()
     return _fingerprint
 
@@ -259,7 +283,9 @@ def _cpu_flags() -> str:
 
 
 def _marker(key: str) -> Path | None:
-    return None if _dir is None else _dir / f"warm-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+    # with the fingerprint: after an upgrade the stored steps are not this engine's
+    text = key + fingerprint()
+    return None if _dir is None else _dir / f"warm-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
 
 def is_warm(key: str) -> bool:

@@ -166,3 +166,17 @@ def test_a_warm_up_on_stored_steps_loads_them_and_runs_nothing(three_families, t
             d.feed(np.array([5], np.int32))
             d.reset(4)
         assert misses == [], (family, misses)
+
+
+def test_what_jaxs_own_cache_left_in_the_folder_goes_once(tmp_path):
+    """Before this store, JAX's cache wrote thousands of entries into the same folder; they are
+    never read again, and are removed the first time the folder is used (nothing else is)."""
+    dead = [tmp_path / "jit_step-0123abcd-cache", tmp_path / "jit_step-0123abcd-atime"]
+    kept = [tmp_path / "step-89ab.exe", tmp_path / "warm-0123", tmp_path / "jit_notes.txt"]
+    for p in dead + kept:
+        p.write_bytes(b"x")
+    compile_cache._drop_jax_entries(tmp_path)
+    assert not any(p.exists() for p in dead) and all(p.exists() for p in kept)
+    (tmp_path / "jit_late-77-cache").write_bytes(b"x")  # a later JAX (a user's own) is left alone
+    compile_cache._drop_jax_entries(tmp_path)
+    assert (tmp_path / "jit_late-77-cache").exists()
