@@ -145,6 +145,8 @@ def quantize_kv(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def dequantize_kv(q: jax.Array, scale: jax.Array | None) -> jax.Array:
+    if q.dtype == jnp.uint16:  # a bf16 cache's bits (engine.kv_cache)
+        return lax.bitcast_convert_type(q, jnp.bfloat16).astype(jnp.float32)
     if scale is None:
         return q.astype(jnp.float32)
     g = q.astype(jnp.float32).reshape(q.shape[0], -1, KV_GROUP)
@@ -216,7 +218,7 @@ def attention_native(cfg: ModelConfig, q, k_new, v_new, cache: KVCache, i, cos, 
     no dequantized copy, no concatenation, and sums in stream order (exact speculation)."""
     C, hd = q.shape[0], cfg.head_dim
     qw, qs = rope(q, cos, sin), rope(q, sink_cos, sink_sin)
-    kind = {jnp.int8: "int8", jnp.bfloat16: "bf16", jnp.float32: "f32"}[cache.k.dtype.type]
+    kind = {jnp.int8: "int8", jnp.uint16: "bf16", jnp.float32: "f32"}[cache.k.dtype.type]
     ks = cache.k_scale if cache.k_scale is not None else jnp.zeros((1,), jnp.float32)
     vs = cache.v_scale if cache.v_scale is not None else ks
     out = jax.ShapeDtypeStruct((C, cfg.n_heads * hd), jnp.float32)
@@ -231,6 +233,10 @@ def _store(cache: KVCache, k, v):
         k_store, ks = quantize_kv(k)
         v_store, vs = quantize_kv(v)
         return (k_store, v_store, ks, vs), dequantize_kv(k_store, ks), dequantize_kv(v_store, vs)
+    if cache.k.dtype == jnp.uint16:  # bf16, stored as its bits (engine.kv_cache)
+        k16, v16 = k.astype(jnp.bfloat16), v.astype(jnp.bfloat16)
+        bits = lambda a: lax.bitcast_convert_type(a, jnp.uint16)  # noqa: E731
+        return (bits(k16), bits(v16), None, None), k16.astype(jnp.float32), v16.astype(jnp.float32)
     k_store, v_store = k.astype(cache.k.dtype), v.astype(cache.v.dtype)
     return (k_store, v_store, None, None), k_store.astype(jnp.float32), v_store.astype(jnp.float32)
 

@@ -2,7 +2,7 @@
 decides which token lives in which slot.
 
 Device side (`KVCache`): K and V for every layer, `[layers, capacity, kv_dim]`, int8 with one
-f32 scale per 32 values, or bf16/f32. Allocated once; the jitted step donates and updates it
+f32 scale per 32 values, or bf16 (held as its uint16 bits) or f32. Allocated once; the jitted step donates and updates it
 in place. Its nbytes equal the plan's kv_bytes exactly.
 
 Host side (`Ring`): the stream index held by each slot (-1 = empty). Slots [0, n_sink) hold the
@@ -31,7 +31,11 @@ import numpy as np
 from .budget import KV_GROUP, MemoryPlan
 from .config import GLOBAL, LOCAL, ModelConfig
 
-_DTYPES = {"int8": jnp.int8, "bf16": jnp.bfloat16, "f32": jnp.float32}
+# A bf16 cache is held as its bits (uint16): XLA:CPU widens a bf16 scatter to f32, so each step
+# converted the whole cache to f32 and back to write its rows (two copies of K and V a step, 95 MB
+# on the default model: decode 7x slower than with int8); a uint16 write is in place. Readers
+# take the bits as bf16 (forward.dequantize_kv; the native attention reads them as stored).
+_DTYPES = {"int8": jnp.int8, "bf16": jnp.uint16, "f32": jnp.float32}
 
 
 @jax.tree_util.register_dataclass

@@ -348,6 +348,10 @@ def random_cache(cfg, plan, rng):
         cache.v = jnp.asarray(rng.integers(-127, 128, shape, dtype=np.int8))
         cache.k_scale = jnp.asarray(rng.random(cache.k_scale.shape, dtype=np.float32) * 0.02)
         cache.v_scale = jnp.asarray(rng.random(cache.v_scale.shape, dtype=np.float32) * 0.02)
+    elif plan.kv_dtype == "bf16":  # held as its bits (engine.kv_cache)
+        bits = lambda a: jax.lax.bitcast_convert_type(jnp.asarray(a).astype(jnp.bfloat16), jnp.uint16)  # noqa: E731
+        cache.k = bits(rng.standard_normal(shape).astype(np.float32))
+        cache.v = bits(rng.standard_normal(shape).astype(np.float32))
     else:
         cache.k = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.k.dtype)
         cache.v = jnp.asarray(rng.standard_normal(shape).astype(np.float32)).astype(cache.v.dtype)
