@@ -401,7 +401,7 @@ class EngineWorker(QObject):
             before = (s.plan, s.system)
             rebuilt = bool(s.apply_plan(self.base_plan(cfg), sinks=cfg.sinks, system=cfg.system))
             if rebuilt:
-                s.warmup()  # a new cache shape: compile now (no-op when the chat already ran on it)
+                s.warmup()  # a new cache shape: its steps compiled or loaded now, not at the next reply
             self.config = cfg
             if rebuilt:
                 note = "reallocated"

@@ -102,34 +102,24 @@ class Decoder:
 
     def warmup(self) -> None:
         """Have the prefill, decode and 8-row (drafts, short pieces) steps ready, so the first
-        reply doesn't wait: loaded when an earlier run compiled them (milliseconds, nothing runs),
-        else compiled by running each once (seconds). What those runs write is unreachable: masks
-        come from the ring, which is reset."""
-        if self.compiled_before():
-            self._load_steps()
-            return
-        n_sink = self.ring.n_sink
-        self.feed(np.zeros(self.chunk, np.int32))
-        self.feed(np.zeros(1, np.int32))
-        self.feed(np.zeros(2, np.int32))
-        self.reset(n_sink)
-        compile_cache.mark_warm(self._shape_key)
-        trim()  # what the compiler freed
-
-    def _load_steps(self) -> None:
-        """The executables that warmup()'s runs would use, from the compiled-step store, unrun."""
+        reply doesn't wait: loaded when an earlier run compiled them (milliseconds), else
+        compiled (seconds). Nothing runs: the cache and the rings are as they were, so this can
+        come at any point of a chat (a new cache shape mid-conversation)."""
         params, cfg = self.model.params, self.cfg
         for C in (self.chunk, 1) + (() if self.can_verify else (DRAFT_ROWS,)):
             compile_cache.compiled(forward.step, (params, self.cache, self._batch(np.zeros(C, np.int32), C)[1]),
                                    cfg=cfg, all_logits=False)
         if not self.can_verify:
             compile_cache.compiled(forward.clear_state, (self.cache,))
-            return
-        _, batch = self._batch(np.zeros(2, np.int32), DRAFT_ROWS)
-        verify = compile_cache.compiled(forward.verify, (params, self.cache, batch), cfg=cfg)
-        local_slot = None if batch.local is None else batch.local.write_slot
-        compile_cache.compiled(forward.write_rows, (self.cache, verify.out_info[1], batch.write_slot, local_slot),
-                               cfg=cfg)
+        else:
+            _, batch = self._batch(np.zeros(2, np.int32), DRAFT_ROWS)
+            verify = compile_cache.compiled(forward.verify, (params, self.cache, batch), cfg=cfg)
+            local_slot = None if batch.local is None else batch.local.write_slot
+            compile_cache.compiled(forward.write_rows, (self.cache, verify.out_info[1], batch.write_slot,
+                                                        local_slot), cfg=cfg)
+        if not self.compiled_before():
+            compile_cache.mark_warm(self._shape_key)
+            trim()  # what the compiler freed
 
     def skip(self, n: int) -> None:
         """Advance the stream by n tokens that would have been evicted anyway (rebuilds)."""

@@ -328,9 +328,8 @@ class ChatSession:
         return False
 
     def warmup(self) -> None:
-        """Compile the jitted shapes before the first turn (no effect on the conversation)."""
-        if self.decoder.ring.next_pos == 0:
-            self.decoder.warmup()
+        """Have the compiled steps ready before the next turn (no effect on the conversation)."""
+        self.decoder.warmup()
 
     def cancel(self) -> None:
         self._cancel.set()

@@ -140,32 +140,36 @@ def three_families(tmp_path_factory):
     return {f: load_model(write_family_gguf(d / f"{f}.gguf", f)) for f in ("llama3", "gemma3", "qwen35")}
 
 
-def test_a_warm_up_on_stored_steps_loads_them_and_runs_nothing(three_families, tmp_path, monkeypatch):
-    """On steps an earlier run compiled, warmup() loads every executable the first reply uses
-    (prefill chunk, decode token, a short piece's verify and write, a hybrid's 8-row step and
-    state reset) without running one: the reply then neither loads nor compiles."""
+def test_a_warm_up_compiles_or_loads_every_step_a_reply_uses_and_runs_none(three_families, tmp_path, monkeypatch):
+    """warmup() makes ready every executable the first reply uses (prefill chunk, decode token,
+    a short piece's verify and write, a hybrid's 8-row step and state reset), compiling them on
+    a first start and loading them on the next, without running one: the cache and rings are
+    untouched (so it can come mid-chat, after a new memory setting), and the reply then neither
+    loads nor compiles."""
     from engine import decoder as decoder_module
 
     monkeypatch.setattr(compile_cache, "_dir", tmp_path)
     for family in ("llama3", "gemma3", "qwen35"):
         model = three_families[family]
         plan = plan_memory(model.config, "int8", window=72, sinks=4)
-        Decoder(model, plan).warmup()  # compiles (by running), stores, marks warm
-        compile_cache.forget()
-        d = Decoder(model, plan)
-        ran = []
-        with monkeypatch.context() as m:
-            m.setattr(decoder_module.Decoder, "feed", lambda *a, **k: ran.append(a))
-            d.warmup()
-        assert ran == [] and d.ring.next_pos == 0
-        misses = []
-        real = compile_cache._load_or_compile
-        with monkeypatch.context() as m:
-            m.setattr(compile_cache, "_load_or_compile", lambda *a: misses.append(a[0].__name__) or real(*a))
-            d.feed(np.arange(3, 3 + 70, dtype=np.int32) % model.config.vocab_size)  # a chunk and a short piece
-            d.feed(np.array([5], np.int32))
-            d.reset(4)
-        assert misses == [], (family, misses)
+        for start in ("first", "next"):
+            compile_cache.forget()
+            d = Decoder(model, plan)
+            assert d.compiled_before() == (start == "next")
+            d.feed(np.arange(3, 8, dtype=np.int32))  # mid-chat
+            ran = []
+            with monkeypatch.context() as m:
+                m.setattr(decoder_module.Decoder, "feed", lambda *a, **k: ran.append(a))
+                d.warmup()
+            assert ran == [] and d.ring.next_pos == 5 and d.compiled_before()
+            misses = []
+            real = compile_cache._load_or_compile
+            with monkeypatch.context() as m:
+                m.setattr(compile_cache, "_load_or_compile", lambda *a: misses.append(a[0].__name__) or real(*a))
+                d.feed(np.arange(3, 3 + 70, dtype=np.int32) % model.config.vocab_size)  # a chunk, a short piece
+                d.feed(np.array([5], np.int32))
+                d.reset(4)
+            assert misses == [], (family, start, misses)
 
 
 def test_what_jaxs_own_cache_left_in_the_folder_goes_once(tmp_path):
