@@ -5,9 +5,10 @@ Why a store of our own, not JAX's persistent compilation cache (which this modul
 before): JAX keys its entries by the lowered HLO, so every start still traced and lowered each
 step before it could look one up, ~70-80 ms a step shape on the default model and ~0.2 s of a
 one-shot reply. This store keys an executable by what decides it without tracing anything: the
-jitted function, its static arguments, the tree, shapes and dtypes of its inputs, and a
-fingerprint of the rest (the engine's sources, the kernel build, jax and jaxlib, the CPU, XLA's
-flags and Pinwheel's switches). Loading one is ~15 ms.
+jitted function, its static arguments, the tree, shapes and dtypes of its inputs, the device,
+and a fingerprint of the rest (the engine's sources, the kernel build, jax, jaxlib and numpy, the
+CPU, XLA's flags and Pinwheel's switches). Loading one is ~15 ms. The folder is trusted as the
+user's own, like JAX's cache before it: what it holds is native code that this process runs.
 
 JAX's own cache is turned off while this one is on: an executable that JAX loaded from its cache
 cannot be serialized again whole (jaxlib 0.10 leaves out its compiled functions, and running the
@@ -283,9 +284,10 @@ def _cpu_flags() -> str:
 
 
 def _marker(key: str) -> Path | None:
-    # with the fingerprint: after an upgrade the stored steps are not this engine's
-    text = key + fingerprint()
-    return None if _dir is None else _dir / f"warm-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
+    if _dir is None:
+        return None
+    text = key + fingerprint()  # after an upgrade, the stored steps are not this engine's
+    return _dir / f"warm-{hashlib.sha256(text.encode()).hexdigest()[:20]}"
 
 
 def is_warm(key: str) -> bool:

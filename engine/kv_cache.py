@@ -2,8 +2,8 @@
 decides which token lives in which slot.
 
 Device side (`KVCache`): K and V for every layer, `[layers, capacity, kv_dim]`, int8 with one
-f32 scale per 32 values, or bf16 (held as its uint16 bits) or f32. Allocated once; the jitted step donates and updates it
-in place. Its nbytes equal the plan's kv_bytes exactly.
+f32 scale per 32 values, or bf16 (held as its uint16 bits) or f32. Allocated once; the jitted
+step donates and updates it in place. Its nbytes equal the plan's kv_bytes exactly.
 
 Host side (`Ring`): the stream index held by each slot (-1 = empty). Slots [0, n_sink) hold the
 sinks, the first tokens of the stream; slots [n_sink, capacity) are a ring over the rest.
