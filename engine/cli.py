@@ -198,10 +198,9 @@ def cmd_chat(args) -> int:
     _warn_short(session.plan, model.config)
     _note_template(model.chat_template)
     # Compile every step shape now, so the reported speeds are the model's, not XLA's compiler;
-    # but not for one --prompt on steps an earlier run compiled: warming up runs every shape (it
-    # traced them too, ~0.5 s of a one-shot start on the default model, before the compiled-step
-    # store) where one short prompt needs two or three, each loaded from the store at its first
-    # use, in milliseconds.
+    # but not for one --prompt on steps an earlier run compiled: the warm-up would load every
+    # shape from the compiled-step store (~55 ms on the default model) where one short prompt
+    # needs two or three, each loaded at its first use (~15 ms).
     if args.prompt is None or not session.decoder.compiled_before():
         session.warmup()
     # JAX, the weights and the compiled steps are hundreds of thousands of long-lived objects:

@@ -770,7 +770,7 @@ def load_params(cfg: ModelConfig, tensors: _Tensors, xla: bool | None = None) ->
         vec[key] = jax.device_put(np.stack(rows))
     if cfg.recurrent_layers:  # the conv taps, f32 as the converter writes them
         vec["conv_w"] = jax.device_put(np.stack([tensors.get(f"blk.{i}.ssm_conv1d.weight", (cfg.conv_dim, cfg.ssm_conv))
-                                              for i in _vector_layers(cfg, "ssm_a")]))
+                                                 for i in _vector_layers(cfg, "ssm_a")]))
     layers = Layers(wqkv=w["wqkv"], wo=w["wo"], w_gate_up=w["w_gate_up"], w_down=w["w_down"],
                     w_in=w.get("w_in"), w_ssm_out=w.get("w_ssm_out"), **vec)
     return Params(w["embed"], layers, out_norm, w.get("head", w["embed"])), factors
