@@ -317,11 +317,15 @@ class ChatController:
         del self.messages[index:]
         self.view.remove_messages_from(index)
 
+    def in_progress(self, request: int) -> bool:
+        """Whether `request` is the reply in progress (not a stale one)."""
+        return self.reply is not None and request == self.reply.request
+
     def on_token(self, request: int, text: str) -> bool:
         """A piece of the reply; False when it belongs to no reply in progress (a stale one)."""
-        r = self.reply
-        if r is None or request != r.request:
+        if not self.in_progress(request):
             return False
+        r = self.reply
         if not r.parts:
             self.view.status("Writing…")
         r.parts.append(text)

@@ -33,7 +33,7 @@ class EngineNews:
 
         def reply(ev: E.ReplyEvent) -> None:
             if isinstance(ev.event, Token):
-                w._on_token(ev.request, ev.event.text)
+                w._on_token(ev.request, ev.event.text, ev.event.ttft_s)
             elif isinstance(ev.event, PrefillProgress):
                 w._on_prefill(ev.request, ev.event.done, ev.event.total)
 

@@ -362,6 +362,7 @@ class EngineWorker(QObject):
                     if ev.text:
                         self._token_times.append(time.monotonic())
                         pieces.append(ev.text)
+                    if ev.text or ev.ttft_s is not None:  # (the first token's wait, even with no text yet)
                         self.event.emit(ReplyEvent(request, ev))
                 elif isinstance(ev, Stats):
                     self._emit_stats(ev.stats)

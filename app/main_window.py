@@ -321,8 +321,10 @@ class MainWindow(QMainWindow):
         if self.reply and request == self.reply.request and total:
             self.stageLabel.setText(f"Reading the prompt… {done}/{total} tokens")
 
-    def _on_token(self, request: int, text: str) -> None:
-        self.controller.on_token(request, text)
+    def _on_token(self, request: int, text: str, ttft_s: float | None = None) -> None:
+        current = self.controller.on_token(request, text) if text else self.controller.in_progress(request)
+        if current and ttft_s is not None:  # the wait is over: said now, not when the reply ends
+            self.view.first_token(ttft_s)
 
     def _on_reply_finished(self, result: ReplyResult) -> None:
         status = self.controller.on_reply_finished(result)

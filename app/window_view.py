@@ -54,6 +54,10 @@ class WindowView:
     def conversations_changed(self) -> None:
         self.win.refresh_conversations()
 
+    def first_token(self, ttft_s: float) -> None:
+        self.win.ttftLabel.setText(f"TTFT {ttft_s * 1000:.0f} ms")
+        self.win.status.fit()  # (its text changed width)
+
     def reply_finished(self, result, status: str) -> None:
         """A reply ended (`status`: done, stopped, error ...): its speed, or why it failed."""
         w = self.win

@@ -52,6 +52,9 @@ class PrefillProgress:
 class Token:
     text: str  # text ready to show (may be "" while a UTF-8 character is incomplete)
     token_id: int
+    # on a reply's first token only: seconds from the turn's start to it (Done's ttft_s), so a
+    # window can show the wait as soon as it is over, not when the reply ends
+    ttft_s: float | None = None
 
 
 @dataclass(frozen=True)

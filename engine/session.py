@@ -520,10 +520,11 @@ class ChatSession:
             chunk.ids.append(tid)
             self._recent.append(tid)
             self.drafter.extend((tid,))
-            yield Token(text_out.push(tid), tid)
             now = time.perf_counter()
-            if t_first is None:
+            first = t_first is None
+            if first:
                 t_first = t_last_stats = now
+            yield Token(text_out.push(tid), tid, prefill_s + (now - t_start) if first else None)
             if len(reply) >= params.max_tokens:
                 self._pending = [tid]  # fed with the next turn: the reply ends without waiting
                 break

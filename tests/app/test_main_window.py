@@ -177,6 +177,20 @@ def test_send_streams_a_reply_and_stores_it(win, qtbot, data_dir, monkeypatch):
     assert win.cacheLabel.text().startswith("cache ")
 
 
+def test_ttft_is_shown_when_the_first_token_comes(win, qtbot, monkeypatch):
+    """The status line's TTFT is the wait just ended, shown as the reply starts, not at its end."""
+    seen = []
+    first, finished = win.view.first_token, win.view.reply_finished
+    monkeypatch.setattr(win.view, "first_token",
+                        lambda t: (first(t), seen.append(("first", win.generating, win.ttftLabel.text()))))
+    monkeypatch.setattr(win.view, "reply_finished",
+                        lambda r, st: (seen.append(("end", r.ttft_s)), finished(r, st)))
+    result = send(win, qtbot, "Hi there")
+    assert [k for k, *_ in seen] == ["first", "end"], seen
+    assert seen[0][1] is True  # (while the reply was still being written)
+    assert seen[0][2] == f"TTFT {result.ttft_s * 1000:.0f} ms" == win.ttftLabel.text()
+
+
 def test_stop_mid_reply_keeps_the_text_marked_stopped(win, qtbot, data_dir):
     idle(win, qtbot)
     set_settings(win, max_tokens=100_000)

@@ -218,6 +218,17 @@ def test_ttft_after_an_edit_counts_the_re_encoding(tiny, monkeypatch):
     assert done.ttft_s >= 0.3 and done.prompt_tokens > 0
 
 
+def test_the_first_token_carries_the_ttft(tiny):
+    """The wait for the first token is known when it comes, and said with it (a window showed
+    it only when the reply ended): the reply's first token carries Done's ttft_s, no other does."""
+    s = ChatSession(tiny, plan_memory(tiny.config, window=64), sampling=LONG)
+    for events in (s.stream("hello"), s.regenerate(), s.stream("and more")):
+        toks, done = run(events)
+        timed = [t for t in toks if t.ttft_s is not None]
+        assert len(timed) == 1 and timed[0] is toks[0], [t.ttft_s for t in toks]
+        assert timed[0].ttft_s == done.ttft_s > 0
+
+
 def test_a_message_counts_the_same_tokens_before_and_after_a_pin(tiny):
     """What the pin preview promises (the message's tokens as the stats count them) is what the
     pin takes: the previous reply's closing markers are that reply's and the generation prompt
