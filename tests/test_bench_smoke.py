@@ -170,3 +170,19 @@ def test_tile_ceiling_cuts_still_match_the_kernel():
     for old, new in tile_ceiling.CUTS:
         assert text.count(old) == 1, old
         assert new != old
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="needs llama-cpp-python (.ci/run installs it)")
+def test_decode_vs_bus_reads_both_engines_against_the_bare_read(tiny_bpe_gguf, tmp_path, capsys):
+    """bench.decode_vs_bus: each engine's decode, in turn, as a share of the bare read beside it."""
+    from bench import decode_vs_bus
+
+    out = tmp_path / "bus.json"
+    assert decode_vs_bus.main(["--model", str(tiny_bpe_gguf), "--rounds", "2", "--tokens", "4", "--read-gb", "1",
+                               "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert set(r["summary"]) == {"ours", "llamacpp"} and r["tensor_bytes"] > 0
+    assert all(len(v) == 2 and min(v) > 0 for v in r["of_bare_read"].values())
+    assert "of the bare read" in capsys.readouterr().out
+
