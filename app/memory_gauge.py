@@ -407,10 +407,13 @@ class MemoryGauge(QWidget):
         tok = [q[2] for q in pts]
         p.setPen(QPen(tok_c, 1.2))
         p.drawPath(path(tok, 0.0, max(tok) * 1.1 if max(tok) else 1))
-        p.setPen(text)
-        p.drawText(QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh),
-                   Qt.AlignmentFlag.AlignLeft,
-                   f"{fmt_bytes(rss[-1])}")
-        p.drawText(QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh),
-                   Qt.AlignmentFlag.AlignRight,
-                   f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s")
+        # The values sit on the chart's bottom, where the speed and the text seen start (zero):
+        # each on a patch of the chart's own background, so a line passes behind it, not through
+        # its letters (the plot is too short to give them a strip of their own at 800x600).
+        strip = QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh)
+        right = f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s"
+        for label, align in ((fmt_bytes(rss[-1]), Qt.AlignmentFlag.AlignLeft), (right, Qt.AlignmentFlag.AlignRight)):
+            box = fm.boundingRect(strip.toRect(), int(align | Qt.AlignmentFlag.AlignVCenter), label)
+            p.fillRect(QRectF(box).adjusted(-2, 0, 2, 0), base)
+            p.setPen(text)
+            p.drawText(strip, align | Qt.AlignmentFlag.AlignVCenter, label)
