@@ -409,7 +409,7 @@ class MemoryGauge(QWidget):
         p.drawPath(path(tok, 0.0, max(tok) * 1.1 if max(tok) else 1))
         # The values sit on the chart's bottom, where the speed and the text seen start (zero):
         # each on a patch of the chart's own background, so a line passes behind it, not through
-        # its letters (the plot is too short to give them a strip of their own at 800x600).
+        # its letters (a strip of their own, a line taller, put Apply below the fold at 1280x800).
         strip = QRectF(rect.left() + 4, rect.bottom() - lh - 1, rect.width() - 8, lh)
         right = f"peak {max(tok):.0f} tok/s" if d else f"fastest {words(round(max(tok)))} words/s"
         for label, align in ((fmt_bytes(rss[-1]), Qt.AlignmentFlag.AlignLeft), (right, Qt.AlignmentFlag.AlignRight)):
