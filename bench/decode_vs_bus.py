@@ -56,6 +56,38 @@ def read_rate(exe: Path, gb: int, threads: int) -> float:
     return float(out.split()[0])
 
 
+def start(kind: str, args) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "bench.decode_vs_bus", "--model", args.model, "--worker", kind,
+                          "--threads", str(args.threads)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    if p.stdout.readline().strip() != "ready":
+        p.kill()
+        raise SystemExit(f"{kind}: the worker did not start")
+    return p
+
+
+def turns(procs: dict, exe: Path, args, tensor_bytes: int) -> tuple[dict, dict]:
+    """Each round: a bare read, then each engine's decode followed by a bare read (the order
+    swapped every round, so neither always comes first). Returns tok/s and share of the read."""
+    rates = {k: [] for k in procs}
+    shares = {k: [] for k in procs}
+    for r in range(args.rounds):
+        before = read_rate(exe, args.read_gb, args.threads)
+        for kind in list(procs) if r % 2 == 0 else list(procs)[::-1]:
+            p = procs[kind]
+            p.stdin.write(f"go {args.tokens}\n")
+            p.stdin.flush()
+            tok_s = args.tokens / float(p.stdout.readline())
+            after = read_rate(exe, args.read_gb, args.threads)
+            gbs = tensor_bytes * tok_s / 1e9
+            rates[kind].append(tok_s)
+            shares[kind].append(gbs / ((before + after) / 2))
+            print(f"  round {r + 1} {kind:8s} {tok_s:6.2f} tok/s = {gbs:5.1f} GB/s; reads {before:5.1f} / "
+                  f"{after:5.1f} GB/s -> {shares[kind][-1]:.0%} of the bare read", flush=True)
+            before = after
+    return rates, shares
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.decode_vs_bus", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True)
@@ -76,43 +108,18 @@ def main(argv=None) -> int:
     procs = {}
     try:
         for kind in ("ours", "llamacpp"):  # loaded one after the other: two loads at once would race
-            p = subprocess.Popen([sys.executable, "-m", "bench.decode_vs_bus", "--model", args.model, "--worker", kind,
-                                  "--threads", str(args.threads)], cwd=ROOT, stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
-            if p.stdout.readline().strip() != "ready":
-                raise SystemExit(f"{kind}: the worker did not start")
-            procs[kind] = p
-        ratios = {k: [] for k in procs}
-        rates = {k: [] for k in procs}
+            procs[kind] = start(kind, args)
         print(f"{Path(args.model).name}: {tensor_bytes / 1e9:.2f} GB of tensors; {args.tokens} steps a turn")
-        for r in range(args.rounds):
-            order = list(procs) if r % 2 == 0 else list(procs)[::-1]  # (neither always first)
-            before = read_rate(exe, args.read_gb, args.threads)
-            for kind in order:
-                p = procs[kind]
-                p.stdin.write(f"go {args.tokens}\n")
-                p.stdin.flush()
-                tok_s = args.tokens / float(p.stdout.readline())
-                after = read_rate(exe, args.read_gb, args.threads)
-                gbs = tensor_bytes * tok_s / 1e9
-                ratios[kind].append(gbs / ((before + after) / 2))
-                rates[kind].append(tok_s)
-                print(f"  round {r + 1} {kind:8s} {tok_s:6.2f} tok/s = {gbs:5.1f} GB/s; reads {before:5.1f} / "
-                      f"{after:5.1f} GB/s -> {ratios[kind][-1]:.0%} of the bare read", flush=True)
-                before = after
-        for p in procs.values():
-            p.stdin.close()
-            p.wait()
+        rates, shares = turns(procs, exe, args, tensor_bytes)
     finally:
         for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-    summary = {k: {"tok_s_median": statistics.median(rates[k]), "of_bare_read_median": statistics.median(ratios[k])}
+            p.kill()
+    summary = {k: {"tok_s_median": statistics.median(rates[k]), "of_bare_read_median": statistics.median(shares[k])}
                for k in procs}
     print(json.dumps(summary))
     if args.json:
         Path(args.json).write_text(json.dumps({"model": args.model, "tensor_bytes": tensor_bytes, "summary": summary,
-                                               "tok_s": rates, "of_bare_read": ratios}, indent=1))
+                                               "tok_s": rates, "of_bare_read": shares}, indent=1))
     return 0
 
 
