@@ -152,6 +152,8 @@ class ModelLoading:
         w.loadProgress.hide()
         name = Path(self.info.path).stem if self.info is not None else "the previous model"
         w.stageLabel.setText(f"Still using {name}")
+        if self.ready:  # (the checks' progress had replaced the empty chat's hint)
+            w.chat.placeholder.setText(self._ready_text)
         w._update_actions()
         w.show_error(f"{message} — still using {name}.", kind, ("Open another…", w.choose_model))
 

@@ -774,6 +774,8 @@ def test_a_bad_model_file_is_refused_and_the_working_model_keeps_serving(win, qt
     assert "bad.gguf is not a GGUF model file" in message and "\\x" not in message and "\n" not in message
     assert win.model_path == serving and win.settingsPanel.modelEdit.text() == (serving or "")
     assert "Not applied" in win.settingsPanel.applyStatus.text()
+    # a new chat's hint is the ready one, not the refused file's "Checking the model file…"
+    assert win.chat.placeholder.text() == win.models._ready_text, win.chat.placeholder.text()
     win.banner.hide()
     result = send(win, qtbot, "still there?")
     assert result.reason == "max_tokens" and win.chat.messages()[-1].status == "done"
