@@ -57,6 +57,15 @@ class GaugeValues:
     local_slots: int = 0
 
 
+def fit_left(fm: QFontMetrics, left: str, right: str, width: float) -> str:
+    """A row's label, cut short with "…" where it would run into the row's value on its right
+    (the value is what the row is for; the label's whole text is in the row's tooltip)."""
+    if not right:
+        return left
+    room = int(width - fm.horizontalAdvance(right) - fm.horizontalAdvance("  "))
+    return fm.elidedText(left, Qt.TextElideMode.ElideRight, max(room, 0))
+
+
 class MemoryGauge(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -277,6 +286,7 @@ class MemoryGauge(QWidget):
         def row(left: str, right: str = "") -> None:
             nonlocal y
             p.setPen(text)
+            left = fit_left(fm, left, right, w)
             p.drawText(QRectF(x0, y, w, lh), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, left)
             if right:
                 p.drawText(QRectF(x0, y, w, lh), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, right)

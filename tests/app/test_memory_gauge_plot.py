@@ -33,3 +33,19 @@ def test_the_lines_pass_behind_the_values_not_through_them(qtbot):
     # the speed's line is drawn, up to the value it passes behind: the check above is not
     # passing on an empty chart
     assert any(_near(img.pixelColor(x, y), line) for y in range(strip[0] - 4, strip[0]) for x in left)
+
+
+def test_a_rows_label_stops_short_of_its_value(qtbot):
+    """At 1280x800 "Recent text the model sees" ran into "~1,100 of ~3,100 words": the label is
+    cut short with "…", the value is whole, and a label that fits is left as it is."""
+    from app.memory_gauge import fit_left
+
+    g = MemoryGauge()
+    qtbot.addWidget(g)
+    fm = QFontMetrics(g.font())
+    label, value = "Recent text the model sees", "~1,100 of ~3,100 words"
+    width = fm.horizontalAdvance(label) + fm.horizontalAdvance(value) - 20  # (they overlap by 20 px)
+    cut = fit_left(fm, label, value, width)
+    assert cut.endswith("…") and label.startswith(cut[:-1])
+    assert fm.horizontalAdvance(cut) + fm.horizontalAdvance(value) < width
+    assert fit_left(fm, label, value, width + 40) == label
