@@ -15,7 +15,7 @@ from engine.budget import short_window_warning
 from engine.errors import PinwheelError
 
 from .memory_gauge import fmt_bytes
-from .memory_words import hybrid_memory, short_window_words
+from .memory_words import approx_words as words, hybrid_memory, short_window_words
 from .settings import AppSettings, save_settings
 
 
@@ -89,16 +89,22 @@ class SettingsApplication:
 
     def on_plan_applied(self, rebuilt: bool, plan, note: str) -> None:
         w = self.win
-        shape = f"{plan.capacity:,} slots ({plan.sinks:,} sinks + {plan.window:,} window), {fmt_bytes(plan.kv_bytes)}"
-        if rebuilt:
-            what = f"Cache rebuilt: {shape}; the conversation was read into it again."
-        elif note == "re-read":
-            what = f"Applied without rebuilding the cache ({shape}); the conversation was re-read into it."
+        if w.settingsPanel.details:  # the exact terms, as the panel's preview uses them
+            shape = f"{plan.capacity:,} slots ({plan.sinks:,} sinks + {plan.window:,} window), {fmt_bytes(plan.kv_bytes)}"
         else:
-            what = "Applied without rebuilding the cache: it already fits these settings."
+            info = w.model_info
+            hybrid = hybrid_memory(plan, info.config if info else None)
+            shape = (f"the model sees {words(plan.window)} words of recent text" if hybrid is None
+                     else hybrid.sentence(plan.window)) + f", in {fmt_bytes(plan.kv_bytes)}"
+        if rebuilt:
+            what = f"Memory rebuilt: {shape}; the conversation was read into it again."
+        elif note == "re-read":
+            what = f"Applied without rebuilding the memory ({shape}); the conversation was re-read into it."
+        else:
+            what = "Applied without rebuilding the memory: it already fits these settings."
         what += self.adopt_pending()
         w.settingsPanel.applied_ok(w.settings, plan, what)
-        w.stageLabel.setText("Cache rebuilt" if rebuilt else "Settings applied")  # ("Applying…" is over)
+        w.stageLabel.setText("Memory rebuilt" if rebuilt else "Settings applied")  # ("Applying…" is over)
         w.show_plan(plan)
         self.warn_if_short(plan)
         w.save_conversation_settings()

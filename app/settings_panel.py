@@ -152,6 +152,7 @@ class SettingsPanel(QWidget):
         self.windowSpin.setRange(0, 1_000_000)
         self.windowSpin.setSpecialValueText("largest that fits")
         self.windowSpin.setSuffix(" tokens")
+        self.windowSpin.valueChanged.connect(lambda v: self.windowSpin.setSuffix(" token" if v == 1 else " tokens"))
         self.windowSpin.setSingleStep(32)
         self.sinkSpin = _named(QSpinBox(), "sinkSpin", "Sink tokens")
         self.sinkSpin.setRange(-1, 65_536)

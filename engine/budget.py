@@ -163,9 +163,14 @@ def short_window_warning(plan: MemoryPlan, context_length: int | None = None) ->
     if plan.window >= SHORT_WINDOW or (context_length and plan.capacity >= context_length):
         return None
     words = int(plan.window * 0.75) // 10 * 10 or plan.window  # ~0.75 English words a token
-    return (f"This memory setting lets the model see only the last {plan.window:,} tokens (about "
-            f"{words:,} words) of the chat, so it will forget what was said a few messages ago. "
+    return (f"This memory setting lets the model see only the last {_count(plan.window, 'token')} (about "
+            f"{_count(words, 'word')}) of the chat, so it will forget what was said a few messages ago. "
             f"The auto memory budget gives it {AUTO_WINDOW:,} tokens.")
+
+
+def _count(n: int, noun: str) -> str:
+    """"1 token", "2,048 tokens"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def hybrid_words(plan: MemoryPlan, config: ModelConfig) -> str | None:

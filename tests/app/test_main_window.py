@@ -375,7 +375,10 @@ def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
     idle(win, qtbot)
     rebuilt, plan, _ = apply_and_wait(win, qtbot, window=96)
     assert rebuilt and plan.window == 96
-    assert "rebuilt" in win.settingsPanel.applyStatus.text().lower()
+    said = win.settingsPanel.applyStatus.text()
+    assert "rebuilt" in said.lower()
+    # in plain words, as the preview says it ("slots", "sinks" are the Details view's terms)
+    assert "~72 words of recent text" in said and "slot" not in said and "sink" not in said, said
     assert win.settings.window == 96
     assert json.loads((data_dir / "settings.json").read_text())["window"] == 96
     rebuilt, plan2, _ = apply_and_wait(win, qtbot)  # nothing changed

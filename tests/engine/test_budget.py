@@ -162,3 +162,5 @@ def test_short_window_warning_in_plain_words():
     assert short_window_warning(plan_memory(SHAPES["SmolLM2-1.7B"], ram_bytes=16 * GIB), 8192) is None
     tiny_ctx = ModelConfig("llama", 2, 64, 4, 2, 16, 128, 500, 512)
     assert short_window_warning(plan_memory(tiny_ctx, ram_bytes=GIB), 512) is None  # all it was trained on
+    one = plan_memory(SHAPES["SmolLM2-1.7B"], budget_bytes=NEEDLE, window=1)  # (a user's window of 1)
+    assert "the last 1 token (about 1 word) of" in short_window_warning(one, 8192)  # not "1 tokens", "1 words"
