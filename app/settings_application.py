@@ -95,7 +95,7 @@ class SettingsApplication:
             info = w.model_info
             hybrid = hybrid_memory(plan, info.config if info else None)
             shape = (f"the model sees {words(plan.window)} words of recent text" if hybrid is None
-                     else hybrid.sentence(plan.window)) + f", in {fmt_bytes(plan.kv_bytes)}"
+                     else hybrid.sentence(plan.window)) + f", using {fmt_bytes(plan.kv_bytes)}"
         if rebuilt:
             what = f"Memory rebuilt: {shape}; the conversation was read into it again."
         elif note == "re-read":
