@@ -171,6 +171,7 @@ class MainWindow(QMainWindow):
         self.sidePanel.detailsToggled.connect(lambda on: self.ui_state.remember(self.ui_state_path, memory_details=on))
         self.gauge, self.settingsPanel = self.sidePanel.gauge, self.sidePanel.settingsPanel
         self.settingsPanel.applyRequested.connect(self.apply_settings)
+        self.settingsPanel.samplingEdited.connect(self.applier.sampling_edited)
 
         split = QSplitter(Qt.Orientation.Horizontal)
         split.setObjectName("mainSplitter")

@@ -150,6 +150,9 @@ def _coerce(name: str, v: Any) -> Any:
 # --------------------------------------------------------------------------- settings
 
 
+SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "max_tokens", "seed")
+
+
 @dataclass
 class AppSettings:
     model_path: str = ""  # empty: the default model
@@ -248,6 +251,11 @@ class AppSettings:
     def sinks_arg(self) -> int | str:
         """For ChatSession(sinks=...): "auto" means the system prompt."""
         return "auto" if self.sinks < 0 else self.sinks
+
+    def sampling_fields(self) -> dict[str, Any]:
+        """The sampling settings by their own names: they take effect at the next reply, with no
+        Apply (nothing in the engine has to change for them)."""
+        return {k: getattr(self, k) for k in SAMPLING_FIELDS}
 
     def sampling_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for engine.session.SamplingParams."""

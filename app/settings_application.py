@@ -50,13 +50,26 @@ class SettingsApplication:
             return ""
         # the theme is the View menu's: the panel's copy of it dates from the panel's last
         # Apply, and wrote a theme picked since back over it (in settings.json too)
-        w.settings = s.replace(theme=w.settings.theme)
+        # the sampling boxes are the window's own too: in force as edited, whatever Apply carried
+        w.settings = s.replace(theme=w.settings.theme, **w.settings.sampling_fields())
         try:
             save_settings(w.settings, w.settings_path)
         except PinwheelError as exc:
             w.show_error(str(exc), "store")
             return " (in force for this session; they could not be saved)"
         return ""
+
+    def sampling_edited(self, fields: dict) -> None:
+        """A sampling box changed: used from the next reply and saved, with no Apply."""
+        w = self.win
+        if w.settings.sampling_fields() == fields:
+            return
+        w.settings = w.settings.replace(**fields)  # (an Apply on its way keeps them: adopt_pending)
+        try:
+            save_settings(w.settings, w.settings_path)
+        except PinwheelError as exc:
+            w.show_error(str(exc), "store")
+        w.stageLabel.setText("Sampling changed: the next reply uses it")
 
     def refused(self, message: str) -> None:
         """The engine (or the model file) refused the pending settings: the old ones stay."""

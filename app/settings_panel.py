@@ -91,6 +91,9 @@ class SettingsPanel(QWidget):
     applyRequested = Signal(object)  # AppSettings
     systemPromptEdited = Signal(str)  # (debounced) to count its tokens for "auto" sinks
     libraryRequested = Signal()  # the Library… button
+    # (debounced) the sampling settings as edited, in force from the next reply with no Apply:
+    # the Apply button sits with the memory settings, which do need the engine's work
+    samplingEdited = Signal(dict)
 
     def __init__(self, settings: AppSettings, parent=None):
         super().__init__(parent)
@@ -255,6 +258,13 @@ class SettingsPanel(QWidget):
             sig.connect(self.refresh_preview)
         self.budgetPresetCombo.currentIndexChanged.connect(self._preset_changed)
         self.systemPromptEdit.textChanged.connect(self._prompt_changed)
+        self._sampling_timer = QTimer(self)
+        self._sampling_timer.setSingleShot(True)
+        self._sampling_timer.setInterval(300)
+        self._sampling_timer.timeout.connect(self._sampling_taken)
+        for box in (self.temperatureSpin, self.topPSpin, self.topKSpin, self.minPSpin, self.repPenaltySpin,
+                    self.maxTokensSpin, self.seedSpin):
+            box.valueChanged.connect(lambda *_: None if self._loading else self._sampling_timer.start())
         self._wheel_scrolls_the_panel()
         self.load(settings)
 
@@ -319,6 +329,12 @@ class SettingsPanel(QWidget):
 
     def system_prompt(self) -> str:
         return self.systemPromptEdit.toPlainText()
+
+    def _sampling_taken(self) -> None:
+        """The sampling boxes' values are in force now: Revert leaves them, the window saves them."""
+        fields = self.current().sampling_fields()
+        self.applied = self.applied.replace(**fields)
+        self.samplingEdited.emit(fields)
 
     def current(self) -> AppSettings:
         """The settings as edited (not yet applied)."""
@@ -566,6 +582,9 @@ class SettingsPanel(QWidget):
         self.refresh_preview()
 
     def apply(self) -> None:
+        if self._sampling_timer.isActive():  # a sampling box changed just now: in force first
+            self._sampling_timer.stop()
+            self._sampling_taken()
         s = self.current()
         problems = s.validate()
         if problems:

@@ -386,6 +386,27 @@ def test_apply_rebuilds_only_when_needed_and_says_so(win, qtbot, data_dir):
     assert "without rebuilding" in win.settingsPanel.applyStatus.text()
 
 
+def test_a_sampling_change_is_used_by_the_next_reply_without_apply(win, qtbot, data_dir):
+    """Max reply tokens set to 5, then Send: the reply is 5 tokens long, and the setting is
+    saved. (Sampling sat under an Apply button placed with the memory settings: a user who set
+    16 tokens and sent got 512, and the panel said nothing.) Revert does not take it back."""
+    idle(win, qtbot)
+    panel = win.settingsPanel
+    before = panel.maxTokensSpin.value()
+    try:
+        panel.maxTokensSpin.setValue(5)
+        qtbot.waitUntil(lambda: win.settings.max_tokens == 5, timeout=3000)
+        assert json.loads((data_dir / "settings.json").read_text())["max_tokens"] == 5
+        assert "next reply" in win.stageLabel.text()
+        qtbot.mouseClick(panel.revertButton, Qt.MouseButton.LeftButton)
+        assert panel.maxTokensSpin.value() == 5
+        result = send(win, qtbot, "Count to twenty, please.")
+        assert result.generated_tokens == 5 and result.reason == "max_tokens"
+    finally:
+        panel.maxTokensSpin.setValue(before)
+        qtbot.waitUntil(lambda: win.settings.max_tokens == before, timeout=3000)
+
+
 def test_evicted_messages_fade_with_a_boundary_marker(win, qtbot):
     idle(win, qtbot)
     win.new_conversation()
