@@ -25,6 +25,9 @@ from .store import LAST, StoreError
 TITLE_CHARS = 48
 # what a reply's end becomes in the store ("error": the reply is kept, marked interrupted)
 STORE_STATUS = {"done": "done", "stopped": "stopped", "interrupted": "interrupted", "error": "interrupted"}
+# a reply that ended before its end and can be written on: stopped, or cut off by a quit, a
+# crash or a signal (kept "interrupted" in the store)
+CONTINUABLE = ("stopped", "interrupted")
 
 
 @dataclass
@@ -189,7 +192,7 @@ class ChatController:
     def can_continue(self) -> bool:
         m = self.messages[-1] if self.messages else None
         return (not self.generating and m is not None and m.role == "assistant" and bool(m.content)
-                and (m.cut_short or m.status == "stopped"))
+                and (m.cut_short or m.status in CONTINUABLE))
 
     def show_version(self, index: int, step: int) -> bool:
         """Step message `index` to its previous (-1) or next (+1) version: that version's branch

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .chat_controller import ChatMessage  # noqa: F401 (the chat's message; re-exported)
+from .chat_controller import CONTINUABLE, ChatMessage  # noqa: F401 (ChatMessage: the chat's message; re-exported)
 from .elided_label import ElidedLabel
 from .memory_gauge import wrapped
 from .memory_words import HybridMemory
@@ -622,11 +622,11 @@ class ChatView(QScrollArea):
         self.changed.emit()
 
     def _show_continue(self) -> None:
-        """Continue sits on the last reply, where it was cut short or stopped."""
+        """Continue sits on the last reply, where it was cut short, stopped or interrupted."""
         for k, w in enumerate(self.widgets):
             m = w.message
             w.continueButton.setVisible(k == len(self.widgets) - 1 and m.role == "assistant" and bool(m.content)
-                                        and m.status != "streaming" and (m.cut_short or m.status == "stopped"))
+                                        and m.status != "streaming" and (m.cut_short or m.status in CONTINUABLE))
         self._fit_headers()  # (Edit and Continue come and go: the header's width with them)
 
     def set_busy(self, busy: bool) -> None:

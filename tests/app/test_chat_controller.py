@@ -136,6 +136,22 @@ def test_leaving_mid_reply_keeps_it_interrupted(ctl):
     assert stored(ctl)[-1] == ("assistant", "so far", "interrupted") and not ctl.generating
 
 
+def test_a_reply_cut_off_by_a_quit_can_be_continued_after_a_restart(ctl):
+    """An "interrupted" reply (a quit, a crash or a signal mid-reply, read back from the store)
+    is written on with Continue, as a stopped one is; it had no Continue button."""
+    ctl.send("a long one")
+    ctl.on_token(1, "so far")
+    ctl.finish_now("interrupted")
+    conv = ctl.current_id
+    ctl.new()
+    ctl.open(conv, send_to_engine=True)  # (as a restart opens it)
+    assert ctl.messages[-1].status == "interrupted" and ctl.can_continue()
+    assert ctl.continue_reply() and ctl.engine.requests[-1][1] == "continue"
+    ctl.on_token(2, " and more.")
+    assert ctl.on_reply_finished(ReplyResult(2, "eos", "so far and more.")) == "done"
+    assert stored(ctl)[-1] == ("assistant", "so far and more.", "done")
+
+
 def test_open_new_and_delete(ctl):
     ctl.send("first chat")
     ctl.on_token(1, "reply")
