@@ -500,7 +500,10 @@ class MainWindow(QMainWindow):
         if confirm:
             conv = self._store(self.store.get_conversation, conversation_id)
             title = conv.title if conv else "this conversation"
-            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{title}” and all its messages?")
+            # No is the default: Enter, pressed out of habit, must not delete a whole chat for good
+            buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
+            answer = QMessageBox.question(self, "Delete conversation", f"Delete “{title}” and all its messages? "
+                                          "This cannot be undone.", buttons, QMessageBox.StandardButton.No)
             if answer != QMessageBox.StandardButton.Yes:
                 return
         if conversation_id == self.current_id:

@@ -16,9 +16,10 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QByteArray, QPoint, QPointF, QUrl, Qt  # noqa: E402
+from PySide6.QtCore import QByteArray, QPoint, QPointF, QTimer, QUrl, Qt  # noqa: E402
 from PySide6.QtGui import QAction, QPalette, QTextDocument, QWheelEvent  # noqa: E402
 from PySide6.QtWidgets import QApplication, QWidget  # noqa: E402
+from PySide6.QtTest import QTest  # noqa: E402
 
 from app.store import ConversationStore, StoreError, default_db_path  # noqa: E402
 from engine.budget import MIB, plan_memory  # noqa: E402
@@ -1189,3 +1190,21 @@ def test_enter_while_the_model_loads_sends_once_it_is_ready(qtbot, tmp_path, tin
     finally:
         w.shutdown()
         w.close()
+
+
+def test_enter_in_the_delete_dialog_keeps_the_conversation(win, qtbot):
+    """Delete, then Enter out of habit: the dialog's default is No, the chat stays."""
+    idle(win, qtbot)
+    send(win, qtbot, "keep me")
+    conv = win.current_id
+    seen = []
+
+    def answer():
+        box = QApplication.activeModalWidget()
+        seen.append((box.text(), box.defaultButton().text() if box.defaultButton() else None))
+        QTest.keyClick(box, Qt.Key.Key_Return)
+
+    QTimer.singleShot(200, answer)
+    win.delete_conversation(conv)
+    assert seen and "cannot be undone" in seen[0][0] and seen[0][1] in ("&No", "No"), seen
+    assert win.current_id == conv and conv in win.sidebar.ids()
