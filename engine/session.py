@@ -408,13 +408,17 @@ class ChatSession:
             positions = ring.slot_pos.copy()
             seen, cached = ring.next_pos, ring.cache_tokens
         per_msg: dict[int, list[int]] = {}
+        # A reply's last sampled tokens wait to be fed with the next turn (_pending): not written
+        # yet, but not out of view either (counted out, every last reply read as "partly out of
+        # view", and pinning it said it had "left the window")
+        held = (seen, seen + len(self._pending))
         for c in list(self._chunks):
             lo, hi = c.start + c.lead, c.start + len(c.ids) - c.tail
             for msg, a, b in ((c.msg - 1, c.start, lo), (c.msg, lo, hi), (c.msg + 1, hi, c.start + len(c.ids))):
                 if b > a or msg == c.msg:
                     acc = per_msg.setdefault(msg, [0, 0])
                     acc[0] += b - a
-                    acc[1] += int(((positions >= a) & (positions < b)).sum())
+                    acc[1] += int(((positions >= a) & (positions < b)).sum()) + max(0, min(b, held[1]) - max(a, held[0]))
         unread = self._unread if not self._chunks else None
         if unread is not None:
             # a version not read yet: its sizes, as if all in view (what the re-read keeps is

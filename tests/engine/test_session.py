@@ -44,8 +44,9 @@ def test_reply_streams_and_reports(tiny):
     user_turn = tiny.tokenizer.decode(s._chunks[1].ids)
     assert "Be brief" not in user_turn and "hello there" in user_turn  # the system turn is fed once
     assert st.cache_tokens <= st.capacity and st.evicted_tokens == st.tokens_seen - st.cache_tokens
-    assert sum(m.tokens_in_cache for m in st.messages) == st.cache_tokens
-    assert sum(m.tokens for m in st.messages) == st.tokens_seen + 1  # +1: last token is fed next turn
+    # +1: the last token is fed with the next turn (in view, not in the cache yet)
+    assert sum(m.tokens_in_cache for m in st.messages) == st.cache_tokens + 1 == st.cache_tokens + len(s._pending)
+    assert sum(m.tokens for m in st.messages) == st.tokens_seen + 1
 
 
 def test_second_turn_prefills_only_new_tokens(tiny):
@@ -227,6 +228,18 @@ def test_the_first_token_carries_the_ttft(tiny):
         timed = [t for t in toks if t.ttft_s is not None]
         assert len(timed) == 1 and timed[0] is toks[0], [t.ttft_s for t in toks]
         assert timed[0].ttft_s == done.ttft_s > 0
+
+
+def test_a_reply_cut_at_max_tokens_is_all_in_view(tiny):
+    """The reply's last token waits to be fed with the next turn: it is not out of view (every
+    last reply read as "partly out of view", and its pin preview said it had left the window)."""
+    s = ChatSession(tiny, plan_memory(tiny.config, window=200), sampling=LONG.with_(max_tokens=8))
+    _, done = run(s.stream("hello"))
+    assert done.reason == "max_tokens" and s._pending
+    last = s.stats().messages[-1]
+    assert last.index == 1 and last.tokens_in_cache == last.tokens > 0, last
+    run(s.stream("and then"))  # fed now, and still all in view
+    assert all(m.tokens_in_cache == m.tokens for m in s.stats().messages)
 
 
 def test_a_message_counts_the_same_tokens_before_and_after_a_pin(tiny):
