@@ -416,6 +416,10 @@ class MainWindow(QMainWindow):
         self.pinBar.ask(index, pinned, text, ok)
 
     def set_pinned(self, index: int, pinned: bool) -> None:
+        # said at once: the engine reads the conversation into the cache again first, which on a
+        # long chat takes seconds, and the message's button changes only when it is done
+        name = self.message_name(index)
+        self.stageLabel.setText(f"{'Pinning' if pinned else 'Unpinning'} {name}: reading the conversation again…")
         self.engine.set_pinned(index, pinned)
 
     def _on_pin_changed(self, index: int, pinned: bool) -> None:

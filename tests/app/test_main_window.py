@@ -445,6 +445,8 @@ def test_pin_and_unpin_a_message(win, qtbot, data_dir):
     assert f"Sinks {sinks_before:,} → {sinks_before + tokens:,}" in preview, preview
     with expect(qtbot, win.engine, PinChanged, REPLY_TIMEOUT_MS):
         qtbot.mouseClick(win.pinBar.ok, Qt.MouseButton.LeftButton)
+        said = win.stageLabel.text()  # at once, before the engine has re-read the chat
+    assert said.startswith("Pinning ") and "reading the conversation again" in said, said
 
     def pinned_in_sinks():
         st = win.last_stats.stats
