@@ -39,6 +39,8 @@ from .memory_gauge import fmt_bytes, words, wrapped
 from .memory_words import hybrid_memory, short_window_words
 from .settings import AppSettings
 
+# the settings that take effect on Apply (the sampling ones need none: samplingEdited)
+APPLY_FIELDS = ("model_path", "device", "kv_dtype", "kv_budget_mib", "window", "sinks", "system_prompt")
 BUDGET_PRESETS = (("Auto (fits the model)", "auto"), ("Needle 2: 11.5 MiB", "needle"), ("Custom", "custom"))
 KV_LABELS = {"int8": "int8 + scales (smallest)", "bf16": "bf16", "f32": "f32 (exact, largest)"}
 PLAIN_KV_LABELS = {"int8": "Compact (smallest)", "bf16": "Standard", "f32": "Exact (largest)"}
@@ -516,10 +518,16 @@ class SettingsPanel(QWidget):
             lines[2] += f", and up to {fmt_bytes(hybrid.snapshot_bytes)} more for quick edits"
         if getattr(plan, "local_layers", 0) and plan.local_slots < plan.capacity:  # (else they see it all)
             lines.append(f"Most layers see only the last {words(plan.local_slots)} words, which keeps them small")
-        same = self._same_as_applied(plan)
-        if same is not None:  # (on the memory's line: the panel must fit 800 px)
-            lines[2] += " · <i>as now</i>" if same else " · <b>changed: Apply to use it</b>"
+        if self.applied_plan is not None:  # (on the memory's line: the panel must fit 800 px)
+            lines[2] += " · <b>changed: Apply to use it</b>" if self._edited() else " · <i>as now</i>"
         return "<br>".join(lines) + self._short_note(plan)
+
+    def _edited(self) -> bool:
+        """Whether a setting that needs Apply differs from the one in force. (Not the plan: pins
+        move it too, as a version stepped to with other pins does, and Apply is not what those
+        need: the next reply reads them in.)"""
+        cur, applied = self.current(), self.applied
+        return any(getattr(cur, k) != getattr(applied, k) for k in APPLY_FIELDS)
 
     def _same_as_applied(self, plan) -> bool | None:
         """Whether `plan` is the cache in force (None before any is)."""

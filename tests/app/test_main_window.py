@@ -1210,3 +1210,24 @@ def test_enter_in_the_delete_dialog_keeps_the_conversation(win, qtbot):
     win.delete_conversation(conv)
     assert seen and "cannot be undone" in seen[0][0] and seen[0][1] in ("&No", "No"), seen
     assert win.current_id == conv and conv in win.sidebar.ids()
+
+
+def test_the_preview_says_changed_only_when_a_setting_to_apply_is_edited(win, qtbot):
+    """A version stepped to with other pins moves the plan, not the settings: the preview said
+    "changed: Apply to use it" though no setting had been touched. An edited window says it."""
+    idle(win, qtbot)
+    panel = win.settingsPanel
+    panel.load(panel.applied)
+    assert "as now" in panel.previewLabel.text(), panel.previewLabel.text()
+    try:
+        panel.set_pinned_tokens(panel.pinned_tokens + 40)  # (what stepping to such a version sends)
+        assert "as now" in panel.previewLabel.text() and "changed" not in panel.previewLabel.text()
+        panel.set_pinned_tokens(panel.pinned_tokens - 40)
+        panel.windowSpin.setValue(panel.windowSpin.value() + 32 if panel.windowSpin.value() else 64)
+        assert "changed: Apply to use it" in panel.previewLabel.text()
+        panel.temperatureSpin.setValue(panel.temperatureSpin.value() + 0.1)  # (sampling needs no Apply)
+        panel.windowSpin.setValue(panel.applied.window)
+        assert "as now" in panel.previewLabel.text()
+    finally:
+        panel.load(panel.applied)
+
