@@ -69,6 +69,7 @@ class SettingsApplication:
             save_settings(w.settings, w.settings_path)
         except PinwheelError as exc:
             w.show_error(str(exc), "store")
+        w.save_conversation_settings()  # (the open chat's export names the settings it runs with)
         w.stageLabel.setText("Sampling changed: the next reply uses it")
 
     def refused(self, message: str) -> None:

@@ -403,6 +403,10 @@ def test_a_sampling_change_is_used_by_the_next_reply_without_apply(win, qtbot, d
         assert panel.maxTokensSpin.value() == 5
         result = send(win, qtbot, "Count to twenty, please.")
         assert result.generated_tokens == 5 and result.reason == "max_tokens"
+        panel.maxTokensSpin.setValue(6)  # and the open chat's settings (what its export names) follow
+        qtbot.waitUntil(lambda: win.settings.max_tokens == 6, timeout=3000)
+        with ConversationStore(default_db_path(data_dir)) as st:
+            assert st.get_conversation(win.current_id).settings["max_tokens"] == 6
     finally:
         panel.maxTokensSpin.setValue(before)
         qtbot.waitUntil(lambda: win.settings.max_tokens == before, timeout=3000)
