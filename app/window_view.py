@@ -55,7 +55,7 @@ class WindowView:
         self.win.refresh_conversations()
 
     def first_token(self, ttft_s: float) -> None:
-        self.win.ttftLabel.setText(f"TTFT {ttft_s * 1000:.0f} ms")
+        self.win.ttftLabel.setText(ttft_text(ttft_s))
         self.win.status.fit()  # (its text changed width)
 
     def reply_finished(self, result, status: str) -> None:
@@ -68,12 +68,17 @@ class WindowView:
         if result.decode_tok_s:
             w.speedLabel.setText(f"{result.decode_tok_s:.1f} tok/s")
         if result.ttft_s is not None:
-            w.ttftLabel.setText(f"TTFT {result.ttft_s * 1000:.0f} ms")
+            w.ttftLabel.setText(ttft_text(result.ttft_s))  # (the first token's, said again)
         text = f"{'Stopped after' if status == 'stopped' else 'Reply:'} {result.generated_tokens} tokens"
         if result.reason == "max_tokens":  # said where the eye is after a reply, not only in its badge
             text += ", cut short (Continue writes more)"
         w.stageLabel.setText(text)
         w.status.fit()  # the speed's text changed width
+
+
+def ttft_text(ttft_s: float) -> str:
+    """The status line's wait for a reply's first token: shown as it comes, and at the end."""
+    return f"TTFT {ttft_s * 1000:.0f} ms"
 
 
 def message_name(messages, index: int) -> str:
